@@ -1,0 +1,104 @@
+#!/usr/bin/env node
+// Installs the real tools the tests and the demo need into the git-ignored
+// `.tools/` folder, by name, through `go install`. Idempotent: a tool whose
+// pinned version is already there is not rebuilt.
+//
+//   node scripts/install-tools.mjs            # everything
+//   node scripts/install-tools.mjs server     # only nats-server
+//
+// NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const versions = JSON.parse(readFileSync(join(root, "scripts/tool-versions.json"), "utf8"));
+const toolsDir = join(root, ".tools");
+
+/** Each tool: where it goes, what `go install` builds, how to read back its version. */
+const tools = {
+  server: {
+    version: versions.natsServer,
+    dir: join(toolsDir, "nats-server"),
+    bin: "nats-server",
+    pkg: `github.com/nats-io/nats-server/v2@${versions.natsServer}`,
+    installedVersion: (bin) => run(bin, ["--version"]).match(/v?(\d+\.\d+\.\d+\S*)/)?.[1],
+    skip: () => process.env.NATS_SERVER_BIN,
+  },
+  "go-cg": {
+    version: versions.goPcgroupsCli,
+    // A folder of its own, so Go's `cg` never shadows ours on a PATH.
+    dir: join(toolsDir, "go-pcgroups"),
+    bin: "cg",
+    pkg: `github.com/synadia-io/orbit.go/pcgroups/cg@${versions.goPcgroupsCli}`,
+    installedVersion: (_bin, dir) => readStamp(dir),
+    skip: () => undefined,
+  },
+};
+
+function run(cmd, args, opts = {}) {
+  return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], ...opts });
+}
+
+function readStamp(dir) {
+  const stamp = join(dir, "VERSION");
+  return existsSync(stamp) ? readFileSync(stamp, "utf8").trim() : undefined;
+}
+
+function requireGo() {
+  const probe = spawnSync("go", ["version"], { encoding: "utf8" });
+  if (probe.error || probe.status !== 0) {
+    console.error(
+      "install-tools: Go is not installed or not on PATH.\n" +
+        "  The project builds nats-server and the Go reference CLI with `go install`.\n" +
+        "  Install Go 1.25 or newer (https://go.dev/doc/install, or your package manager),\n" +
+        "  or point NATS_SERVER_BIN at an existing nats-server >= 2.14.3 binary.",
+    );
+    process.exit(1);
+  }
+}
+
+function install(name) {
+  const tool = tools[name];
+  if (!tool) {
+    console.error(`install-tools: unknown tool "${name}"; known: ${Object.keys(tools).join(", ")}`);
+    process.exit(2);
+  }
+  const override = tool.skip();
+  if (override) {
+    console.log(`install-tools: ${name}: using ${override} (from the environment)`);
+    return;
+  }
+  const bin = join(tool.dir, tool.bin);
+  const want = tool.version.replace(/^v/, "");
+  if (existsSync(bin)) {
+    let have;
+    try {
+      have = tool.installedVersion(bin, tool.dir)?.replace(/^v/, "");
+    } catch {
+      have = undefined;
+    }
+    if (have === want) {
+      console.log(`install-tools: ${name} ${tool.version} already installed`);
+      return;
+    }
+  }
+  requireGo();
+  mkdirSync(tool.dir, { recursive: true });
+  const started = Date.now();
+  console.log(`install-tools: go install ${tool.pkg} ...`);
+  const result = spawnSync("go", ["install", tool.pkg], {
+    stdio: "inherit",
+    env: { ...process.env, GOBIN: tool.dir, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
+  });
+  if (result.status !== 0) {
+    console.error(`install-tools: go install ${tool.pkg} failed (exit ${result.status}).`);
+    process.exit(1);
+  }
+  writeFileSync(join(tool.dir, "VERSION"), `${tool.version}\n`);
+  console.log(`install-tools: ${name} ${tool.version} installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+const wanted = process.argv.slice(2);
+for (const name of wanted.length > 0 ? wanted : Object.keys(tools)) install(name);

@@ -1,0 +1,125 @@
+/**
+ * Config validation with Go's rules, in Go's order, with Go's messages as the
+ * error text and a typed `code`.
+ */
+import { ConsumerGroupError } from "./errors.js";
+import { filtersOverlap, parseFilter } from "./subjects.js";
+import type { ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter, StaticConsumerGroupConfig } from "./types.js";
+
+function validateMembership(
+  maxMembers: number,
+  members: readonly string[] | undefined,
+  mappings: readonly MemberMapping[] | undefined,
+  coverageMessage: string,
+): void {
+  if (!Number.isSafeInteger(maxMembers) || maxMembers < 1) {
+    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", "the max number of members must be >= 1");
+  }
+  const hasMembers = !!members && members.length > 0;
+  const hasMappings = !!mappings && mappings.length > 0;
+  if (hasMembers && hasMappings) {
+    throw new ConsumerGroupError("MEMBERS_AND_MAPPINGS", "either members or member mappings must be provided, not both");
+  }
+  if (!hasMappings) return;
+  if (mappings.length > maxMembers) {
+    throw new ConsumerGroupError("MAPPING_COUNT", "the number of member mappings must be between 1 and the max number of members");
+  }
+  const seenMembers = new Set<string>();
+  const seenPartitions = new Set<number>();
+  for (const mapping of mappings) {
+    if (seenMembers.has(mapping.member)) {
+      throw new ConsumerGroupError("DUPLICATE_MEMBER", `member names must be unique (member "${mapping.member}" is mapped twice)`);
+    }
+    seenMembers.add(mapping.member);
+    for (const p of mapping.partitions ?? []) {
+      if (seenPartitions.has(p)) {
+        throw new ConsumerGroupError("DUPLICATE_PARTITION", `partition numbers must be used only once (partition ${p} is mapped twice)`);
+      }
+      if (!Number.isSafeInteger(p) || p < 0 || p >= maxMembers) {
+        throw new ConsumerGroupError(
+          "PARTITION_OUT_OF_RANGE",
+          `partition numbers must be between 0 and one less than the max number of members (got ${String(p)}, max members ${maxMembers})`,
+        );
+      }
+      seenPartitions.add(p);
+    }
+  }
+  if (seenPartitions.size !== maxMembers) {
+    const missing = [...Array(maxMembers).keys()].filter((p) => !seenPartitions.has(p));
+    throw new ConsumerGroupError("PARTITION_COVERAGE", `${coverageMessage} (unmapped partitions: ${missing.join(", ")})`);
+  }
+}
+
+/**
+ * Validates a static config with Go's `validateStaticConfig` rules.
+ *
+ * @throws ConsumerGroupError with codes `INVALID_MAX_MEMBERS`, `MEMBERS_AND_MAPPINGS`, `MAPPING_COUNT`,
+ *   `DUPLICATE_MEMBER`, `DUPLICATE_PARTITION`, `PARTITION_OUT_OF_RANGE`, `PARTITION_COVERAGE`
+ */
+export function validateStaticConfig(config: StaticConsumerGroupConfig): void {
+  validateMembership(
+    config.max_members,
+    config.members,
+    config.member_mappings,
+    "the number of unique partition numbers specified in the mappings must be equal to the max number of members",
+  );
+}
+
+/**
+ * Validates one partitioning filter with Go's rules.
+ *
+ * @throws ConsumerGroupError `INVALID_PARTITIONING_FILTER`
+ */
+export function validatePartitioningFilter(pf: PartitioningFilter): void {
+  const fail = (msg: string): never => {
+    throw new ConsumerGroupError("INVALID_PARTITIONING_FILTER", `${msg} (filter "${pf.filter}")`);
+  };
+  if (typeof pf.filter !== "string" || pf.filter === "") fail("partitioning filters must have a non-empty filter");
+  const tokens = pf.filter.split(".");
+  const stars = tokens.filter((t) => t === "*").length;
+  if (stars === 0 && tokens[tokens.length - 1] !== ">") fail("partitioning filters must have at least one * wildcard or end with > wildcard");
+  const wildcards = pf.partitioning_wildcards ?? [];
+  if (wildcards.length > stars) fail("the number of partitioning wildcards must not be larger than the total number of * wildcards in the filter");
+  const seen = new Set<number>();
+  for (const w of wildcards) {
+    if (seen.has(w)) fail("partitioning wildcard indexes must be unique");
+    seen.add(w);
+    if (!Number.isSafeInteger(w) || w < 1 || w > stars) fail("partitioning wildcard indexes must be between 1 and the number of * wildcards in the filter");
+  }
+  // Beyond Go: a malformed subject would only fail later, at stream creation.
+  try {
+    parseFilter(pf.filter);
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+}
+
+/**
+ * Validates an elastic config with Go's `validateConfig` rules, plus one check Go
+ * lacks: partitioning filters must not overlap (the server would refuse the
+ * work-queue stream after Go had already written the config).
+ *
+ * @throws ConsumerGroupError as {@link validateStaticConfig}, plus `INVALID_PARTITIONING_FILTER` and `OVERLAPPING_FILTERS`
+ */
+export function validateElasticConfig(config: ElasticConsumerGroupConfig): void {
+  validateMembership(
+    config.max_members,
+    config.members,
+    config.member_mappings,
+    "the number of unique partition numbers must be equal to the max number of members",
+  );
+  const pfs = config.partitioning_filters ?? [];
+  pfs.forEach(validatePartitioningFilter);
+  for (let i = 0; i < pfs.length; i++) {
+    for (let j = i + 1; j < pfs.length; j++) {
+      const a = pfs[i]?.filter ?? "";
+      const b = pfs[j]?.filter ?? "";
+      if (filtersOverlap(a, b)) {
+        throw new ConsumerGroupError(
+          "OVERLAPPING_FILTERS",
+          `the partitioning filters "${a}" and "${b}" overlap; a subject may match only one partitioning filter`,
+        );
+      }
+    }
+  }
+}
