@@ -48,3 +48,22 @@ export {
 } from "./core/codec.js";
 export { parsePartitionTransform } from "./core/transform.js";
 export type { PartitionTransform } from "./core/transform.js";
+
+// --- NATS-facing: messages and member instances -------------------------------
+export { ConsumerGroupMessage } from "./nats/message.js";
+export type { Settlement } from "./nats/message.js";
+export type { MessageHandler } from "./nats/pinned-consumer.js";
+export type { ConsumerGroupMember, MemberStatus } from "./nats/member.js";
+export type { ConsumeOptions } from "./nats/consume-options.js";
+
+// --- static groups ------------------------------------------------------------
+export {
+  createStatic,
+  deleteStatic,
+  getStaticConsumerGroupConfig,
+  listStaticActiveMembers,
+  listStaticConsumerGroups,
+  staticMemberStepDown,
+} from "./static/admin.js";
+export type { CreateStaticOptions } from "./static/admin.js";
+export { staticConsume } from "./static/consume.js";

@@ -6,15 +6,19 @@ import { ConsumerGroupError } from "./errors.js";
 import { filtersOverlap, parseFilter } from "./subjects.js";
 import type { ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter, StaticConsumerGroupConfig } from "./types.js";
 
+function validateMaxMembers(maxMembers: number): void {
+  if (!Number.isSafeInteger(maxMembers) || maxMembers < 1) {
+    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", "the max number of members must be >= 1");
+  }
+}
+
 function validateMembership(
   maxMembers: number,
   members: readonly string[] | undefined,
   mappings: readonly MemberMapping[] | undefined,
   coverageMessage: string,
 ): void {
-  if (!Number.isSafeInteger(maxMembers) || maxMembers < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", "the max number of members must be >= 1");
-  }
+  validateMaxMembers(maxMembers);
   const hasMembers = !!members && members.length > 0;
   const hasMappings = !!mappings && mappings.length > 0;
   if (hasMembers && hasMappings) {
@@ -71,9 +75,17 @@ export function validateStaticConfig(config: StaticConsumerGroupConfig): void {
  * @throws ConsumerGroupError `INVALID_PARTITIONING_FILTER`
  */
 export function validatePartitioningFilter(pf: PartitioningFilter): void {
-  const fail = (msg: string): never => {
-    throw new ConsumerGroupError("INVALID_PARTITIONING_FILTER", `${msg} (filter "${pf.filter}")`);
-  };
+  checkPartitioningFilterGoRules(pf);
+  checkPartitioningFilterSyntax(pf);
+}
+
+const filterError = (pf: PartitioningFilter, msg: string): never => {
+  throw new ConsumerGroupError("INVALID_PARTITIONING_FILTER", `${msg} (filter "${pf.filter}")`);
+};
+
+/** Go's per-filter checks, in Go's order. */
+function checkPartitioningFilterGoRules(pf: PartitioningFilter): void {
+  const fail = (msg: string): never => filterError(pf, msg);
   if (typeof pf.filter !== "string" || pf.filter === "") fail("partitioning filters must have a non-empty filter");
   const tokens = pf.filter.split(".");
   const stars = tokens.filter((t) => t === "*").length;
@@ -86,11 +98,14 @@ export function validatePartitioningFilter(pf: PartitioningFilter): void {
     seen.add(w);
     if (!Number.isSafeInteger(w) || w < 1 || w > stars) fail("partitioning wildcard indexes must be between 1 and the number of * wildcards in the filter");
   }
-  // Beyond Go: a malformed subject would only fail later, at stream creation.
+}
+
+/** Beyond Go: a malformed subject would only fail later, at stream creation. */
+function checkPartitioningFilterSyntax(pf: PartitioningFilter): void {
   try {
     parseFilter(pf.filter);
   } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
+    filterError(pf, err instanceof Error ? err.message : String(err));
   }
 }
 
@@ -102,14 +117,19 @@ export function validatePartitioningFilter(pf: PartitioningFilter): void {
  * @throws ConsumerGroupError as {@link validateStaticConfig}, plus `INVALID_PARTITIONING_FILTER` and `OVERLAPPING_FILTERS`
  */
 export function validateElasticConfig(config: ElasticConsumerGroupConfig): void {
+  // Go's order (validateConfig): the partition count, then every partitioning filter,
+  // then the membership. Our own checks come after all of Go's, so a config Go rejects
+  // gets Go's error.
+  validateMaxMembers(config.max_members);
+  const pfs = config.partitioning_filters ?? [];
+  pfs.forEach(checkPartitioningFilterGoRules);
   validateMembership(
     config.max_members,
     config.members,
     config.member_mappings,
     "the number of unique partition numbers must be equal to the max number of members",
   );
-  const pfs = config.partitioning_filters ?? [];
-  pfs.forEach(validatePartitioningFilter);
+  pfs.forEach(checkPartitioningFilterSyntax);
   for (let i = 0; i < pfs.length; i++) {
     for (let j = i + 1; j < pfs.length; j++) {
       const a = pfs[i]?.filter ?? "";

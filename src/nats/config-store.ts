@@ -1,0 +1,242 @@
+/**
+ * The KV store of group configs: reads, compare-and-set writes and watches, with
+ * every untouched field written back exactly as it was read.
+ */
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV, type KvEntry } from "@nats-io/kv";
+import { decodeElasticConfig, decodeStaticConfig, encodeElasticConfig, encodeStaticConfig } from "../core/codec.js";
+import { ConsumerGroupError } from "../core/errors.js";
+import { bucketName, configKey, parseConfigKey } from "../core/names.js";
+import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
+import { validateElasticConfig, validateStaticConfig } from "../core/validation.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
+
+/** How one flavour's config is stored. */
+export interface Flavour<C> {
+  kind: GroupKind;
+  decode(raw: Uint8Array | string): C;
+  encode(config: C): string;
+  validate(config: C): void;
+}
+
+/** The static flavour's codec and rules. */
+export const STATIC: Flavour<StaticConsumerGroupConfig> = {
+  kind: "static",
+  decode: decodeStaticConfig,
+  encode: encodeStaticConfig,
+  validate: validateStaticConfig,
+};
+
+/** The elastic flavour's codec and rules. */
+export const ELASTIC: Flavour<ElasticConsumerGroupConfig> = {
+  kind: "elastic",
+  decode: decodeElasticConfig,
+  encode: encodeElasticConfig,
+  validate: validateElasticConfig,
+};
+
+/** A config with the KV revision it was read at. */
+export interface StoredConfig<C> {
+  config: C;
+  revision: number;
+}
+
+/**
+ * Binds the config bucket of a flavour, failing clearly when it does not exist
+ * (nats.js `Kvm.open` would only fail on first use).
+ *
+ * @throws ConsumerGroupError `BUCKET_NOT_FOUND`
+ */
+export async function openConfigBucket(js: JetStreamClient, jsm: JetStreamManager, kind: GroupKind): Promise<KV> {
+  const bucket = bucketName(kind);
+  try {
+    await jsm.streams.info(`KV_${bucket}`);
+  } catch (err) {
+    if (apiErrorCode(err) === ApiCode.StreamNotFound) {
+      throw new ConsumerGroupError("BUCKET_NOT_FOUND", `the ${kind} consumer group KV bucket "${bucket}" doesn't exist: no ${kind} group was ever created on this account (create one first)`, {
+        cause: err,
+      });
+    }
+    throw wrapServerError(err, `looking up the KV bucket "${bucket}"`);
+  }
+  return new Kvm(js).open(bucket);
+}
+
+/**
+ * Binds the config bucket, creating it as Go does when missing: file storage,
+ * history 1, and the given replicas (the source stream's).
+ */
+export async function ensureConfigBucket(js: JetStreamClient, jsm: JetStreamManager, kind: GroupKind, replicas: number): Promise<KV> {
+  try {
+    return await openConfigBucket(js, jsm, kind);
+  } catch (err) {
+    if (!(err instanceof ConsumerGroupError && err.code === "BUCKET_NOT_FOUND")) throw err;
+  }
+  try {
+    return await new Kvm(js).create(bucketName(kind), { history: 1, replicas, storage: "file" });
+  } catch (err) {
+    throw wrapServerError(err, `creating the KV bucket "${bucketName(kind)}"`);
+  }
+}
+
+/**
+ * Decodes and validates a KV entry's value.
+ *
+ * @throws ConsumerGroupError `CONFIG_DECODE` or a validation code
+ */
+export function decodeEntry<C>(flavour: Flavour<C>, entry: KvEntry): C {
+  const config = flavour.decode(entry.value);
+  try {
+    flavour.validate(config);
+  } catch (err) {
+    if (err instanceof ConsumerGroupError) {
+      throw new ConsumerGroupError(err.code, `invalid ${flavour.kind} consumer group config: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+  return config;
+}
+
+/**
+ * Reads a group's config, or undefined when there is none (never written, deleted or purged).
+ */
+export async function readConfigIfAny<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<StoredConfig<C> | undefined> {
+  let entry: KvEntry | null;
+  try {
+    entry = await kv.get(configKey(stream, group));
+  } catch (err) {
+    throw wrapServerError(err, `getting the ${flavour.kind} consumer group's config`);
+  }
+  if (!entry || entry.operation !== "PUT") return undefined;
+  return { config: decodeEntry(flavour, entry), revision: entry.revision };
+}
+
+/**
+ * Reads a group's config.
+ *
+ * @throws ConsumerGroupError `GROUP_NOT_FOUND`, `CONFIG_DECODE` or a validation code
+ */
+export async function readConfig<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<StoredConfig<C>> {
+  const found = await readConfigIfAny(kv, flavour, stream, group);
+  if (!found) {
+    throw new ConsumerGroupError("GROUP_NOT_FOUND", `error getting the ${flavour.kind} consumer group's config: not found (no group "${group}" on stream "${stream}")`);
+  }
+  return found;
+}
+
+/**
+ * Writes a config only if the key does not exist (or was deleted).
+ *
+ * @returns the new revision, or undefined when someone else created it first
+ */
+export async function createConfig<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string, config: C): Promise<number | undefined> {
+  try {
+    return await kv.create(configKey(stream, group), flavour.encode(config));
+  } catch (err) {
+    const code = apiErrorCode(err);
+    if (code === ApiCode.WrongLastSequence || code === ApiCode.WrongLastSequenceUnknown) return undefined;
+    throw wrapServerError(err, `putting the ${flavour.kind} consumer group's config in the bucket`);
+  }
+}
+
+/**
+ * Read-modify-write with compare-and-set, retried on conflict. `mutate` gets the
+ * current config and returns the new one (or the same object for no change).
+ *
+ * @throws ConsumerGroupError `CONFIG_CONFLICT` after too many conflicting writers
+ */
+export async function updateConfig<C>(
+  kv: KV,
+  flavour: Flavour<C>,
+  stream: string,
+  group: string,
+  mutate: (current: C) => C,
+  maxAttempts = 20,
+): Promise<StoredConfig<C>> {
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const current = await readConfig(kv, flavour, stream, group);
+    const next = mutate(current.config);
+    if (next === current.config) return current;
+    flavour.validate(next);
+    try {
+      const revision = await kv.update(configKey(stream, group), flavour.encode(next), current.revision);
+      return { config: next, revision };
+    } catch (err) {
+      const code = apiErrorCode(err);
+      if (code !== ApiCode.WrongLastSequence && code !== ApiCode.WrongLastSequenceUnknown) {
+        throw wrapServerError(err, `putting the ${flavour.kind} consumer group's config in the bucket`);
+      }
+      await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+    }
+  }
+  throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't update the ${flavour.kind} consumer group's config: ${maxAttempts} concurrent writers won in a row; try again`);
+}
+
+/** Deletes a group's config with a delete marker (not a purge: Go members treat a purge as bad JSON). */
+export async function deleteConfig(kv: KV, kind: GroupKind, stream: string, group: string): Promise<void> {
+  try {
+    await kv.delete(configKey(stream, group));
+  } catch (err) {
+    throw wrapServerError(err, `deleting the ${kind} consumer groups' configs`);
+  }
+}
+
+/** The groups of a stream, from the bucket's keys, sorted. */
+export async function listGroupNames(kv: KV, kind: GroupKind, stream: string): Promise<string[]> {
+  const groups: string[] = [];
+  try {
+    for await (const key of await kv.keys()) {
+      const parsed = parseConfigKey(key);
+      if (parsed && parsed.stream === stream) groups.push(parsed.group);
+    }
+  } catch (err) {
+    throw wrapServerError(err, `creating a key lister on the ${kind} consumer groups' bucket`);
+  }
+  return groups.sort();
+}
+
+/** One thing the config watch saw. */
+export type ConfigEvent<C> =
+  | { kind: "put"; config: C; revision: number }
+  | { kind: "deleted"; revision: number }
+  | { kind: "invalid"; error: ConsumerGroupError; revision: number };
+
+/**
+ * Watches a group's key from after `afterRevision`. Deletes, purges, bad JSON and
+ * invalid configs are all reported as events, never thrown.
+ */
+export async function watchConfig<C>(
+  kv: KV,
+  flavour: Flavour<C>,
+  stream: string,
+  group: string,
+  afterRevision: number,
+): Promise<{ events: AsyncIterable<ConfigEvent<C>>; stop(): void }> {
+  const watcher = await kv.watch({ key: configKey(stream, group), resumeFromRevision: afterRevision + 1 });
+  async function* events(): AsyncIterable<ConfigEvent<C>> {
+    for await (const entry of watcher) {
+      if (entry.operation === "DEL") {
+        yield { kind: "deleted", revision: entry.revision };
+      } else if (entry.operation === "PURGE") {
+        yield {
+          kind: "invalid",
+          revision: entry.revision,
+          error: new ConsumerGroupError("CONFIG_DECODE", `${flavour.kind} consumer group ${stream}.${group} config watcher received a bad JSON message: the key was purged (delete groups with deleteStatic/deleteElastic, not a purge)`),
+        };
+      } else {
+        try {
+          yield { kind: "put", config: decodeEntry(flavour, entry), revision: entry.revision };
+        } catch (err) {
+          const error = err instanceof ConsumerGroupError ? err : new ConsumerGroupError("CONFIG_DECODE", String(err));
+          const prefix = error.code === "CONFIG_DECODE" ? "received a bad JSON message" : "received an invalid config";
+          yield {
+            kind: "invalid",
+            revision: entry.revision,
+            error: new ConsumerGroupError(error.code, `${flavour.kind} consumer group ${stream}.${group} config watcher ${prefix}: ${error.message}`, { cause: error }),
+          };
+        }
+      }
+    }
+  }
+  return { events: events(), stop: () => watcher.stop() };
+}

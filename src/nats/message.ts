@@ -1,0 +1,142 @@
+/**
+ * The message a member's handler receives: the JetStream message with the
+ * partition token stripped from its subject and the partition exposed.
+ */
+import type { DeliveryInfo, JsMsg } from "@nats-io/jetstream";
+import type { MsgHdrs } from "@nats-io/transport-node";
+
+/** How a message was settled, if it was. */
+export type Settlement = "ack" | "nak" | "term";
+
+/**
+ * A message delivered to a consumer-group member.
+ *
+ * `subject` drops everything up to the first `.` (the partition token), as Go's
+ * `ConsumerGroupMsg.Subject()` does; `rawSubject` keeps it. In elastic groups,
+ * `info` and `seq` refer to the work-queue stream, and the origin is in the
+ * `Nats-Stream-Source` header.
+ */
+export class ConsumerGroupMessage {
+  private settledAs: Settlement | undefined;
+
+  /**
+   * @param msg - the underlying nats.js message
+   * @param partition - the partition it belongs to
+   */
+  constructor(
+    /** The underlying nats.js message, for anything not wrapped here. */
+    readonly msg: JsMsg,
+    /** The partition of the message (Go does not expose it). */
+    readonly partition: number,
+  ) {}
+
+  /** The subject without the partition token, e.g. `orders.eu.42`. */
+  get subject(): string {
+    const subject = this.msg.subject;
+    const dot = subject.indexOf(".");
+    return dot === -1 ? subject : subject.slice(dot + 1);
+  }
+
+  /** The subject as stored, partition token included, e.g. `7.orders.eu.42`. */
+  get rawSubject(): string {
+    return this.msg.subject;
+  }
+
+  /** The payload. */
+  get data(): Uint8Array {
+    return this.msg.data;
+  }
+
+  /** The headers, `Nats-Pin-Id` (and `Nats-Stream-Source` in elastic groups) included. */
+  get headers(): MsgHdrs | undefined {
+    return this.msg.headers;
+  }
+
+  /** Stream, consumer, sequences and delivery count. */
+  get info(): DeliveryInfo {
+    return this.msg.info;
+  }
+
+  /** The stream sequence. */
+  get seq(): number {
+    return this.msg.seq;
+  }
+
+  /** True when this is a redelivery. */
+  get redelivered(): boolean {
+    return this.msg.redelivered;
+  }
+
+  /** The pin id the server delivered this message under. */
+  get pinId(): string | undefined {
+    return this.msg.headers?.get("Nats-Pin-Id") || undefined;
+  }
+
+  /** How the message was settled so far, if at all. */
+  get settlement(): Settlement | undefined {
+    return this.settledAs;
+  }
+
+  /** The payload decoded as UTF-8. */
+  string(): string {
+    return this.msg.string();
+  }
+
+  /** The payload parsed as JSON. */
+  json<T = unknown>(): T {
+    return this.msg.json<T>();
+  }
+
+  /** Acknowledges the message. */
+  ack(): void {
+    this.settledAs ??= "ack";
+    this.msg.ack();
+  }
+
+  /**
+   * Acknowledges and waits for the server to confirm (Go's `DoubleAck`).
+   *
+   * @returns false if the message was already acked
+   * @throws when the server does not confirm in time (e.g. the consumer was recreated)
+   */
+  async ackAck(opts?: { timeout?: number }): Promise<boolean> {
+    this.settledAs ??= "ack";
+    return this.msg.ackAck(opts?.timeout === undefined ? undefined : { timeout: opts.timeout });
+  }
+
+  /**
+   * Asks for redelivery, optionally after a delay.
+   *
+   * @param delayMs - milliseconds before redelivery
+   */
+  nak(delayMs?: number): void {
+    this.settledAs ??= "nak";
+    this.msg.nak(delayMs);
+  }
+
+  /** Tells the server the handler is still working (resets AckWait). */
+  working(): void {
+    this.msg.working();
+  }
+
+  /**
+   * Stops redelivery for good.
+   *
+   * @param reason - recorded in the server's advisory (server >= 2.11)
+   */
+  term(reason?: string): void {
+    this.settledAs ??= "term";
+    this.msg.term(reason);
+  }
+}
+
+/**
+ * The partition number of a stored subject (its first token).
+ *
+ * @returns NaN when the first token is not a number
+ */
+export function partitionOfStoredSubject(subject: string): number {
+  const dot = subject.indexOf(".");
+  const token = dot === -1 ? subject : subject.slice(0, dot);
+  return /^\d+$/.test(token) ? Number(token) : NaN;
+}

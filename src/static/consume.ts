@@ -1,0 +1,104 @@
+/**
+ * `staticConsume`: runs one instance of a static group's member.
+ */
+import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { isInMembership, memberPartitions, staticMemberFilters } from "../core/assignment.js";
+import { sameStaticConfig } from "../core/codec.js";
+import { ConsumerGroupError } from "../core/errors.js";
+import { PRIORITY_GROUP, staticConsumerName } from "../core/names.js";
+import { msToNanos, pinnedTtlMs } from "../core/timing.js";
+import type { StaticConsumerGroupConfig } from "../core/types.js";
+import { STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
+import { checkConsumeOptions, type ConsumeOptions } from "../nats/consume-options.js";
+import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
+import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+
+function staticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<StaticConsumerGroupConfig> {
+  const consumerName = staticConsumerName(group, member);
+  return {
+    kind: "static",
+    flavour: STATIC,
+    consumerStream: stream,
+    consumerName,
+    partitions: (config) => memberPartitions(config.members, config.max_members, config.member_mappings, member),
+    consumerConfig(config) {
+      const filters = staticMemberFilters(config, member);
+      if (filters.length === 0) return undefined;
+      return {
+        ...template,
+        durable_name: consumerName,
+        ack_wait: msToNanos(ackWaitMs),
+        filter_subjects: filters,
+        priority_groups: [PRIORITY_GROUP],
+        priority_policy: "pinned_client",
+        priority_timeout: msToNanos(pinnedTtlMs(ackWaitMs)),
+      };
+    },
+    classify(current, next) {
+      if (sameStaticConfig(current, next)) return "same";
+      return new ConsumerGroupError(
+        "CONFIG_CHANGED",
+        `static consumer group config watcher received a change in the configuration, terminating: static groups are immutable; "${group}" on "${stream}" was changed, so member "${member}" stopped`,
+      );
+    },
+    async createConsumer(jsm: JetStreamManager, config) {
+      try {
+        await jsm.consumers.add(stream, config);
+        return true;
+      } catch (err) {
+        if (apiErrorCode(err) === ApiCode.ConsumerAlreadyExists) {
+          throw new ConsumerGroupError(
+            "CONSUMER_CONFLICT",
+            `error creating our member's consumer: "${consumerName}" already exists with a different config; every instance of a member (Go or TypeScript) must use the same consumer template`,
+            { cause: err, serverCode: ApiCode.ConsumerAlreadyExists },
+          );
+        }
+        throw wrapServerError(err, "creating our member's consumer");
+      }
+    },
+    async cleanup(jsm) {
+      try {
+        await jsm.consumers.delete(stream, consumerName);
+      } catch {
+        // already gone, or the server is unreachable: the durable stays until deleteStatic
+      }
+    },
+  };
+}
+
+/**
+ * Runs an instance of a static group's member. The instance creates (or binds) the
+ * member's durable consumer `<group>-<member>` on the stream and pulls from it with
+ * priority group `PCG` and the `pinned_client` policy: of several instances of one
+ * member, the server delivers to one and keeps the others as hot standbys.
+ *
+ * @returns a handle to stop the instance and follow its status
+ * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`,
+ *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `NOT_IN_MEMBERSHIP`, `CONSUMER_CONFLICT`, `SERVER_TOO_OLD`
+ *
+ * @example
+ * ```ts
+ * const member = await staticConsume(js, {
+ *   stream: "orders", group: "billing", member: "m1",
+ *   handler: async (msg) => { await bill(msg.json()); }, // acked when it returns
+ * });
+ * process.on("SIGTERM", () => void member.stop());
+ * ```
+ */
+export async function staticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
+  const settings = checkConsumeOptions(options);
+  const { stream, group, member } = options;
+  const jsm = await managerOf(js);
+  requireServer(js, MIN_SERVER, "static consumer groups (priority groups with pinned_client)");
+  await streamInfo(jsm, stream, "the static consumer group's stream", "create the stream and the group first");
+  const kv = await openConfigBucket(js, jsm, "static");
+  const current = await readConfig(kv, STATIC, stream, group);
+  if (!isInMembership(current.config, member)) {
+    throw new ConsumerGroupError("NOT_IN_MEMBERSHIP", `the member name is not in the current static consumer group membership: "${member}" is not a member of "${group}"`);
+  }
+  const driver = staticDriver(stream, group, member, options.consumerConfig ?? {}, settings.ackWaitMs);
+  const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
+  await instance.start(true);
+  return instance;
+}
