@@ -67,3 +67,18 @@ export {
 } from "./static/admin.js";
 export type { CreateStaticOptions } from "./static/admin.js";
 export { staticConsume } from "./static/consume.js";
+
+// --- elastic groups -----------------------------------------------------------
+export {
+  createElastic,
+  deleteElastic,
+  elasticIsInMembershipAndActive,
+  elasticMemberStepDown,
+  getElasticConsumerGroupConfig,
+  listElasticActiveMembers,
+  listElasticConsumerGroups,
+} from "./elastic/admin.js";
+export type { CreateElasticOptions } from "./elastic/admin.js";
+export { addMembers, deleteMembers, deleteMemberMappings, setMemberMappings } from "./elastic/membership.js";
+export { elasticConsume } from "./elastic/consume.js";
+export { workQueueStreamConfig } from "./elastic/work-queue.js";

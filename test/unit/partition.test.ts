@@ -52,7 +52,7 @@ describe("fnv1a32", () => {
     assert.equal(fnv1a32(new Uint8Array([0x61])), 0xe40c292c);
     assert.equal(fnv1a32(new Uint8Array([])), 0x811c9dc5);
     // 0xff alone is not UTF-8; FNV-1a of one byte b is (basis ^ b) * prime mod 2^32
-    assert.equal(fnv1a32(new Uint8Array([0xff])), Number((BigInt(0x811c9dc5 ^ 0xff) * 0x01000193n) % 2n ** 32n));
+    assert.equal(fnv1a32(new Uint8Array([0xff])), Number((BigInt((0x811c9dc5 ^ 0xff) >>> 0) * 0x01000193n) % 2n ** 32n));
   });
 });
 

@@ -276,7 +276,7 @@ describe("validation - elastic partitioning filters", () => {
 
 describe("validation - overlapping partitioning filters", () => {
   const overlapping: [string, string][] = [
-    ["foo.*", "foo.bar"],
+    ["foo.*.>", "foo.bar.>"],
     ["foo.*", "foo.*"],
     ["foo.>", "foo.*.*"],
     ["foo.>", "foo.*"],

@@ -1,0 +1,121 @@
+/**
+ * `elasticConsume`: runs one instance of an elastic group's member.
+ */
+import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { elasticGetPartitionFilters, memberPartitions } from "../core/assignment.js";
+import { sameElasticSettings, sameMembership } from "../core/codec.js";
+import { ConsumerGroupError } from "../core/errors.js";
+import { PRIORITY_GROUP, elasticConsumerName, workQueueStreamName } from "../core/names.js";
+import { msToNanos, pinnedTtlMs } from "../core/timing.js";
+import type { ElasticConsumerGroupConfig } from "../core/types.js";
+import { ELASTIC, openConfigBucket, readConfig } from "../nats/config-store.js";
+import { checkConsumeOptions, type ConsumeOptions } from "../nats/consume-options.js";
+import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
+import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import { ApiCode, apiErrorCode } from "../nats/server-errors.js";
+
+function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
+  const wq = workQueueStreamName(stream, group);
+  const consumerName = elasticConsumerName(member);
+  const add = async (jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<boolean> => {
+    try {
+      await jsm.consumers.add(wq, config);
+      return true;
+    } catch (err) {
+      if (apiErrorCode(err) === ApiCode.WorkQueueFilterNotUnique) return false;
+      throw err;
+    }
+  };
+  return {
+    kind: "elastic",
+    flavour: ELASTIC,
+    consumerStream: wq,
+    consumerName,
+    partitions: (config) => memberPartitions(config.members, config.max_members, config.member_mappings, member),
+    consumerConfig(config) {
+      const filters = elasticGetPartitionFilters(config, member);
+      if (filters.length === 0) return undefined;
+      const consumer: Partial<ConsumerConfig> = {
+        ...template,
+        name: consumerName,
+        ack_wait: msToNanos(ackWaitMs),
+        inactive_threshold: msToNanos(ackWaitMs),
+        filter_subjects: filters,
+        priority_groups: [PRIORITY_GROUP],
+        priority_policy: "pinned_client",
+        priority_timeout: msToNanos(pinnedTtlMs(ackWaitMs)),
+      };
+      delete consumer.durable_name;
+      return consumer;
+    },
+    classify(current, next) {
+      if (!sameElasticSettings(current, next)) {
+        return new ConsumerGroupError(
+          "CONFIG_IMMUTABLE",
+          `elastic consumer group config ${stream}.${group} watcher received a bad change in the configuration: max number of members, buffered messages, filter or partitioning wildcards changed (they are immutable: delete and recreate the group)`,
+        );
+      }
+      return sameMembership(current, next) ? "same" : "membership";
+    },
+    async createConsumer(jsm, config) {
+      try {
+        return await add(jsm, config);
+      } catch (err) {
+        // 10148: it exists with other filters (a stale membership): replace it, as Go does.
+        if (apiErrorCode(err) !== ApiCode.ConsumerAlreadyExists) throw err;
+        try {
+          await jsm.consumers.delete(wq, consumerName);
+        } catch (deleteErr) {
+          if (apiErrorCode(deleteErr) !== ApiCode.ConsumerNotFound) throw deleteErr;
+        }
+        return add(jsm, config);
+      }
+    },
+    async cleanup() {
+      // The consumer is not durable: it goes away after inactive_threshold, as in Go.
+    },
+  };
+}
+
+/**
+ * Runs an instance of an elastic group's member. The instance follows the group's
+ * membership live: when its partitions change it recreates its consumer
+ * `<member>` on the work-queue stream `<stream>-<group>` (the pinned instance
+ * deletes it, the others give it a head start, exactly as Go does). A member not
+ * in the membership idles and joins when it is added.
+ *
+ * The consumer template must use explicit acks (the default when `ack_policy` is omitted).
+ *
+ * @returns a handle to stop the instance and follow its status
+ * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`,
+ *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `SERVER_TOO_OLD`
+ *
+ * @example
+ * ```ts
+ * const member = await elasticConsume(js, {
+ *   stream: "orders", group: "shipping", member: "m1",
+ *   consumerConfig: { ack_policy: "explicit", ack_wait: nanos(5000) },
+ *   handler: async (msg) => { await ship(msg.json()); },
+ * });
+ * ```
+ */
+export async function elasticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
+  const settings = checkConsumeOptions(options);
+  const template = options.consumerConfig ?? {};
+  if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
+    throw new ConsumerGroupError(
+      "INVALID_CONSUMER_TEMPLATE",
+      `the ack policy when consuming from elastic consumer groups must be explicit (got "${template.ack_policy}"): work-queue streams require it`,
+    );
+  }
+  const { stream, group, member } = options;
+  const jsm = await managerOf(js);
+  requireServer(js, MIN_SERVER, "elastic consumer groups (priority groups with pinned_client)");
+  await streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`);
+  const kv = await openConfigBucket(js, jsm, "elastic");
+  const current = await readConfig(kv, ELASTIC, stream, group);
+  const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit" }, settings.ackWaitMs);
+  const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
+  await instance.start(false);
+  return instance;
+}
