@@ -69,14 +69,14 @@ export function workQueueStreamName(stream: string, group: string): string {
 
 /**
  * The subject transform destination of one partitioning filter, exactly as Go writes it,
- * e.g. `{{partition(4,1,2)}}.foo.{{Wildcard(1)}}.{{Wildcard(2)}}.>`.
+ * e.g. `{{Partition(4,1,2)}}.foo.{{Wildcard(1)}}.{{Wildcard(2)}}.>`.
  *
  * @param partitions - N
  * @param filter - the partitioning filter
  */
 export function transformDestination(partitions: number, filter: PartitioningFilter): string {
   const wildcards = filter.partitioning_wildcards ?? [];
-  const fn = wildcards.length > 0 ? `{{partition(${partitions},${wildcards.join(",")})}}` : `{{partition(${partitions})}}`;
+  const fn = wildcards.length > 0 ? `{{Partition(${partitions},${wildcards.join(",")})}}` : `{{Partition(${partitions})}}`;
   let star = 0;
   const rest = filter.filter
     .split(".")
@@ -87,10 +87,10 @@ export function transformDestination(partitions: number, filter: PartitioningFil
 
 /**
  * The source subject transforms of an elastic work-queue stream, in config order.
- * With no partitioning filters it is the single whole-subject transform `> → {{partition(N)}}.>`.
+ * With no partitioning filters it is the single whole-subject transform `> → {{Partition(N)}}.>`.
  */
 export function sourceTransforms(partitions: number, filters: readonly PartitioningFilter[] | null): { src: string; dest: string }[] {
-  if (!filters || filters.length === 0) return [{ src: ">", dest: `{{partition(${partitions})}}.>` }];
+  if (!filters || filters.length === 0) return [{ src: ">", dest: `{{Partition(${partitions})}}.>` }];
   return filters.map((f) => ({ src: f.filter, dest: transformDestination(partitions, f) }));
 }
 

@@ -71,12 +71,12 @@ export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs: number,
   for (;;) {
     try {
       const value = await check();
-      if (value) return value as NonNullable<T>;
+      if (value) return value;
     } catch (err) {
       last = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ""}`);
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (last error: ${last.message})` : ""}`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
