@@ -27,6 +27,9 @@ function staticDriver(stream: string, group: string, member: string, template: P
       if (filters.length === 0) return undefined;
       return {
         ...template,
+        // Go's template is a jetstream.ConsumerConfig whose zero AckPolicy is AckExplicitPolicy,
+        // so an unset ack_policy means explicit there; the server would default it to none.
+        ack_policy: template.ack_policy ?? "explicit",
         durable_name: consumerName,
         ack_wait: msToNanos(ackWaitMs),
         filter_subjects: filters,

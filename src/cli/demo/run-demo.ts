@@ -92,7 +92,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
         ready: new Promise<void>((resolve) => (markReady = resolve)),
         exited: new Promise<void>((resolve) => child.once("exit", () => resolve())),
       };
-      createInterface({ input: child.stdout! }).on("line", (line) => {
+      createInterface({ input: child.stdout }).on("line", (line) => {
         const ev = JSON.parse(line) as { ev: string; type?: string; key?: string; seq?: number; at?: number };
         if (ev.ev === "ready") markReady();
         else if (ev.ev === "msg") {
