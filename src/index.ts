@@ -53,7 +53,11 @@ export type { PartitionTransform } from "./core/transform.js";
 export { ConsumerGroupMessage } from "./nats/message.js";
 export type { Settlement } from "./nats/message.js";
 export type { MessageHandler } from "./nats/pinned-consumer.js";
-export type { ConsumerGroupMember, MemberStatus } from "./nats/member.js";
+export type { ConsumerGroupMember, MemberLifecycle, MemberStatus } from "./nats/member.js";
+export { DeadLetterHeaders } from "./nats/dispatcher.js";
+export type { ConcurrencyMode } from "./nats/dispatcher.js";
+export { elasticKeyExtractor, staticKeyExtractor } from "./core/keys.js";
+export type { SubjectKeyExtractor } from "./core/keys.js";
 export type { ConsumeOptions } from "./nats/consume-options.js";
 
 // --- static groups ------------------------------------------------------------

@@ -9,7 +9,9 @@ import { PRIORITY_GROUP, elasticConsumerName, workQueueStreamName } from "../cor
 import { msToNanos, pinnedTtlMs } from "../core/timing.js";
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, openConfigBucket, readConfig } from "../nats/config-store.js";
-import { checkConsumeOptions, type ConsumeOptions } from "../nats/consume-options.js";
+import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "../nats/consume-options.js";
+import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
+import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode } from "../nats/server-errors.js";
@@ -61,8 +63,11 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       try {
         return await add(jsm, config);
       } catch (err) {
-        // 10148: it exists with other filters (a stale membership): replace it, as Go does.
+        // 10148: it exists with other filters (a stale membership): replace it, as Go does,
+        // unless another instance of this member runs in another concurrency mode.
         if (apiErrorCode(err) !== ApiCode.ConsumerAlreadyExists) throw err;
+        const modes = await describeModeConflict(jsm, wq, consumerName, config);
+        if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`, { cause: err });
         try {
           await jsm.consumers.delete(wq, consumerName);
         } catch (deleteErr) {
@@ -100,7 +105,8 @@ function elasticDriver(stream: string, group: string, member: string, template: 
  * ```
  */
 export async function elasticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
-  const settings = checkConsumeOptions(options);
+  let extractKey: SubjectKeyExtractor | undefined;
+  const settings = checkConsumeOptions(js, options, (msg) => extractKey?.(msg.subject) ?? `#${msg.partition}`);
   const template = options.consumerConfig ?? {};
   if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
     throw new ConsumerGroupError(
@@ -114,7 +120,8 @@ export async function elasticConsume(js: JetStreamClient, options: ConsumeOption
   await streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`);
   const kv = await openConfigBucket(js, jsm, "elastic");
   const current = await readConfig(kv, ELASTIC, stream, group);
-  const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit" }, settings.ackWaitMs);
+  extractKey = elasticKeyExtractor(current.config.partitioning_filters);
+  const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit", ...modeConsumerSettings(options, settings) }, settings.ackWaitMs);
   const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
   await instance.start(false);
   return instance;

@@ -1,15 +1,18 @@
 /**
  * The options of `staticConsume` and `elasticConsume`, and their checks.
  */
-import type { ConsumerConfig } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
 import { effectiveAckWaitMs } from "../core/timing.js";
 import type { MessageHandler } from "./pinned-consumer.js";
-import type { MemberSettings } from "./member.js";
+import type { MemberLifecycle, MemberSettings } from "./member.js";
+import type { ConcurrencyMode, DispatchPolicy, RetryPolicy } from "./dispatcher.js";
+import type { ConsumerGroupMessage } from "./message.js";
+import { wrapServerError } from "./server-errors.js";
 
 /** Options of `staticConsume` and `elasticConsume`. */
-export interface ConsumeOptions {
+export interface ConsumeOptions extends MemberLifecycle {
   /** The source stream. */
   stream: string;
   /** The group. */
@@ -30,8 +33,57 @@ export interface ConsumeOptions {
   consumerConfig?: Partial<ConsumerConfig>;
   /** How long `stop()` and rebalances wait for the handler in flight, in ms. Default: AckWait. */
   drainTimeoutMs?: number;
-  /** Messages requested per pull. Default 100; the server's `max_ack_pending` caps what is outstanding. */
+  /** Messages requested per pull. Default 100 (serial) or min(maxBuffered, 256); the server's `max_ack_pending` caps what is outstanding. */
   pullBatch?: number;
+  /**
+   * How handlers run inside this instance:
+   * - `serial` (default, Go's behaviour): one message at a time;
+   * - `partition`: up to `maxInFlight` at once, never two of the same partition;
+   * - `key`: up to `maxInFlight` at once, never two of the same key.
+   * Within a partition or key, a message starts only after the previous one's handler
+   * succeeded and its ack was sent. Every instance of a member must use the same mode.
+   */
+  concurrency?: ConcurrencyMode;
+  /** Handlers running at once in `partition` and `key` modes. Default 16. */
+  maxInFlight?: number;
+  /**
+   * The key of a message in `key` mode. Default: exactly the subject tokens the
+   * partition hash uses (the partitioning wildcards, or the static stream's transform).
+   */
+  keyOf?: (msg: ConsumerGroupMessage) => string;
+  /**
+   * Buffered plus in-flight messages, in `partition` and `key` modes: the consumer's
+   * `max_ack_pending` is set to it. Default max(256, 4 × maxInFlight).
+   */
+  maxBuffered?: number;
+  /**
+   * Failure policy. In `partition` and `key` modes (or when given), a handler that
+   * throws is retried in place with backoff, holding its key or partition and nothing
+   * else; after `maxDeliver` attempts the message goes to `deadLetterSubject` (then it
+   * is terminated and its key moves on), or, with no dead-letter subject, its key stays
+   * blocked and a `blocked` status event is sent. Default in those modes: maxDeliver =
+   * the template's `max_deliver` if set, else 5; backoff 100, 500, 1000, 2000, 5000 ms.
+   * `false` (the serial default): a failed message is nak'ed for immediate redelivery.
+   */
+  retry?: { maxDeliver?: number; backoffMs?: number | number[] } | false;
+  /** A subject stored by some stream; messages that fail `maxDeliver` times are published there. */
+  deadLetterSubject?: string;
+  /** False: on a membership change, give partitions up without draining handlers in flight (Go's behaviour; for comparison). Default true. */
+  handoff?: boolean;
+}
+
+/** Consumer-config fields a concurrency mode sets. */
+export function modeConsumerSettings(options: ConsumeOptions, settings: MemberSettings): Partial<ConsumerConfig> {
+  if (settings.dispatch.mode === "serial") return {};
+  return {
+    max_ack_pending: maxBufferedOf(options, settings.dispatch.maxInFlight),
+    // Instances of one member share a consumer: the mode is recorded so a mismatch is reported clearly.
+    metadata: { ...(options.consumerConfig?.metadata ?? {}), pcg_concurrency: settings.dispatch.mode },
+  };
+}
+
+function maxBufferedOf(options: ConsumeOptions, maxInFlight: number): number {
+  return options.maxBuffered ?? Math.max(256, 4 * maxInFlight);
 }
 
 /**
@@ -39,7 +91,7 @@ export interface ConsumeOptions {
  *
  * @throws ConsumerGroupError `INVALID_ARGUMENT`, `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`
  */
-export function checkConsumeOptions(options: ConsumeOptions): MemberSettings {
+export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions, defaultKeyOf: (msg: ConsumerGroupMessage) => string): MemberSettings {
   if (!options || typeof options !== "object") {
     throw new ConsumerGroupError("INVALID_ARGUMENT", "consume options must be an object with stream, group, member and handler");
   }
@@ -66,10 +118,75 @@ export function checkConsumeOptions(options: ConsumeOptions): MemberSettings {
     if (!Number.isFinite(v) || v <= 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a positive number, got ${String(v)}`);
     return v;
   };
+  const concurrency = options.concurrency ?? "serial";
+  if (!["serial", "partition", "key"].includes(concurrency)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `concurrency must be "serial", "partition" or "key", got ${JSON.stringify(concurrency)}`);
+  }
+  const maxInFlight = concurrency === "serial" ? 1 : Math.floor(positive(options.maxInFlight, "maxInFlight", 16));
+  if (options.keyOf !== undefined && typeof options.keyOf !== "function") {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", "keyOf must be a function (msg) => string");
+  }
+  const maxBuffered = maxBufferedOf(options, maxInFlight);
+  if (concurrency !== "serial" && (!Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBuffered must be an integer >= maxInFlight (${maxInFlight}), got ${String(options.maxBuffered)}`);
+  }
+  const retry = retryPolicy(js, options, template, concurrency);
+  const lifecycle: MemberLifecycle = {};
+  for (const name of ["onAssigned", "onRevoked", "onPinned", "onUnpinned", "onError"] as const) {
+    const fn = options[name];
+    if (fn === undefined) continue;
+    if (typeof fn !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a function`);
+    Object.assign(lifecycle, { [name]: fn });
+  }
+  const dispatch: DispatchPolicy = {
+    mode: concurrency,
+    maxInFlight,
+    keyOf: options.keyOf ?? defaultKeyOf,
+    workingIntervalMs: ackWaitMs / 2,
+    ...(retry ? { retry } : {}),
+  };
   return {
     handler: options.handler,
     ackWaitMs,
     drainTimeoutMs: positive(options.drainTimeoutMs, "drainTimeoutMs", ackWaitMs),
-    pullBatch: Math.floor(positive(options.pullBatch, "pullBatch", 100)),
+    handoff: options.handoff ?? true,
+    pullBatch: Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 100 : Math.min(maxBuffered, 256))),
+    dispatch,
+    lifecycle,
+  };
+}
+
+function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {
+  const given = options.retry;
+  if (given === false || (given === undefined && mode === "serial" && options.deadLetterSubject === undefined)) return undefined;
+  const maxDeliver = given?.maxDeliver ?? (template.max_deliver !== undefined && template.max_deliver > 0 ? template.max_deliver : 5);
+  if (!Number.isSafeInteger(maxDeliver) || maxDeliver < 1) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.maxDeliver must be an integer >= 1, got ${String(maxDeliver)}`);
+  }
+  const steps = given?.backoffMs === undefined ? [100, 500, 1000, 2000, 5000] : Array.isArray(given.backoffMs) ? given.backoffMs : [given.backoffMs];
+  if (steps.length === 0 || steps.some((ms) => !Number.isFinite(ms) || ms < 0)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", "retry.backoffMs must be a non-negative number or a non-empty array of them");
+  }
+  const subject = options.deadLetterSubject;
+  if (subject !== undefined && (typeof subject !== "string" || subject === "" || /[\s*>]/.test(subject))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
+  }
+  return {
+    maxDeliver,
+    backoffMs: (attempt) => steps[Math.min(attempt - 1, steps.length - 1)] ?? 0,
+    ...(subject
+      ? {
+          deadLetter: {
+            subject,
+            async publish(to, payload, headers) {
+              try {
+                await js.publish(to, payload, { headers });
+              } catch (err) {
+                throw wrapServerError(err, `publishing a dead letter to "${to}"`, "a stream must store the dead-letter subject");
+              }
+            },
+          },
+        }
+      : {}),
   };
 }

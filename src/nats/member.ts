@@ -11,6 +11,7 @@ import { pullExpiryMs, rejoinTickMs } from "../core/timing.js";
 import type { GroupKind } from "../core/types.js";
 import { watchConfig, type ConfigEvent, type Flavour, type StoredConfig } from "./config-store.js";
 import type { ConsumerGroupMessage } from "./message.js";
+import type { DispatchPolicy } from "./dispatcher.js";
 import { PinnedConsumer, type MessageHandler } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
@@ -29,8 +30,12 @@ export type MemberStatus =
   | { type: "pinned"; pinId: string }
   /** This instance lost its pin and is a standby. */
   | { type: "unpinned" }
-  /** A handler threw or rejected; the message was nak'ed for redelivery. */
-  | { type: "handler_error"; error: unknown; subject: string; partition: number; seq: number }
+  /** A handler threw or rejected (attempt n); it is retried in place, or nak'ed for redelivery in Go's default serial mode. */
+  | { type: "handler_error"; error: unknown; subject: string; partition: number; seq: number; attempt: number }
+  /** A message failed `maxDeliver` times and was published to the dead-letter subject, then terminated. */
+  | { type: "dead_lettered"; subject: string; partition: number; seq: number; deadLetterSubject: string; error: unknown }
+  /** A message failed `maxDeliver` times and there is no dead-letter subject: its key (or partition) waits for it. */
+  | { type: "blocked"; lane: string; subject: string; partition: number; seq: number; error: unknown }
   /** The member's consumer disappeared under a running instance; it is being recreated. */
   | { type: "consumer_lost"; reason: string }
   /** Creating the consumer failed for now; the instance retries. */
@@ -82,14 +87,36 @@ export interface MemberDriver<C> {
   cleanup(jsm: JetStreamManager): Promise<void>;
 }
 
+/** Callbacks on the partitions and the pin of an instance; each may be async and is awaited. */
+export interface MemberLifecycle {
+  /** The instance started consuming these partitions (newly gained ones only). */
+  onAssigned?(partitions: number[]): void | Promise<void>;
+  /**
+   * The instance is giving these partitions up. Called after their in-flight handlers
+   * finished and were acked, and before the partitions are released to their new owner.
+   */
+  onRevoked?(partitions: number[]): void | Promise<void>;
+  /** This instance became the active (pinned) one of its member. */
+  onPinned?(pinId: string): void | Promise<void>;
+  /** This instance became a standby. */
+  onUnpinned?(): void | Promise<void>;
+  /** Something went wrong: a handler error, a consumer error, or the error that stopped the instance. */
+  onError?(error: unknown): void | Promise<void>;
+}
+
 /** Settings of one instance. */
 export interface MemberSettings {
   handler: MessageHandler;
   ackWaitMs: number;
-  /** How long stop() and rebalances wait for a handler in flight. */
+  /** How long stop() and rebalances wait for handlers in flight. */
   drainTimeoutMs: number;
+  /** False: on a rebalance, give partitions up without waiting for handlers in flight (Go's behaviour). */
+  handoff: boolean;
   /** Messages per pull. */
   pullBatch: number;
+  /** How handlers run. */
+  dispatch: DispatchPolicy;
+  lifecycle: MemberLifecycle;
 }
 
 type ConsumerInfoWithPin = { priority_groups?: { group: string; pinned_client_id?: string }[] };
@@ -111,6 +138,8 @@ export class Member<C> implements ConsumerGroupMember {
   private stopRequested: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private retryAttempt = 0;
+  /** The partitions this instance consumes right now (its consumer's filters). */
+  private active: number[] = [];
   private watch: { events: AsyncIterable<ConfigEvent<C>>; stop(): void } | undefined;
 
   constructor(
@@ -210,17 +239,38 @@ export class Member<C> implements ConsumerGroupMember {
     await this.rebalance();
   }
 
-  /** Go's `processMembershipChange`: the pinned instance deletes the consumer, the others give it a head start. */
+  /**
+   * Go's `processMembershipChange`: the pinned instance deletes the consumer, the
+   * others give it a head start. Before that, handlers in flight finish and are
+   * acked (unless handoff is off), and onRevoked runs for the partitions lost.
+   */
   private async rebalance(): Promise<void> {
     const runner = this.runner;
     if (runner) {
       const pinned = await this.isPinned(runner.pinId);
       this.runner = undefined;
-      await runner.stop(this.settings.drainTimeoutMs);
+      await runner.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0);
+      const kept = this.partitions();
+      await this.revoke(this.active.filter((p) => !kept.includes(p)));
       if (pinned) await this.deleteConsumer();
       else await sleep(400 + Math.random() * 100);
     }
     await this.join(false);
+  }
+
+  private async revoke(partitions: number[]): Promise<void> {
+    this.active = this.active.filter((p) => !partitions.includes(p));
+    if (partitions.length > 0) await this.callback("onRevoked", partitions);
+  }
+
+  private async callback<K extends keyof MemberLifecycle>(name: K, ...args: Parameters<NonNullable<MemberLifecycle[K]>>): Promise<void> {
+    const fn = this.settings.lifecycle[name] as ((...a: unknown[]) => void | Promise<void>) | undefined;
+    if (!fn) return;
+    try {
+      await fn(...args);
+    } catch (err) {
+      if (name !== "onError") await this.callback("onError", err);
+    }
   }
 
   private async isPinned(pinId: string | undefined): Promise<boolean> {
@@ -260,8 +310,10 @@ export class Member<C> implements ConsumerGroupMember {
       return;
     }
     if (!created) {
-      // Another member still holds some of our partitions (10100): retry soon with a growing backoff.
-      this.scheduleRetry(Math.min(100 * 2 ** this.retryAttempt, rejoinTickMs(this.settings.ackWaitMs)));
+      // Another member still holds some of our partitions (10100) until it has drained and released
+      // them: retry every ~100 ms for a few seconds, then back off to Go's tick.
+      const delay = this.retryAttempt < 40 ? 50 + Math.random() * 100 : rejoinTickMs(this.settings.ackWaitMs);
+      this.scheduleRetry(delay);
       return;
     }
     this.retryAttempt = 0;
@@ -270,11 +322,25 @@ export class Member<C> implements ConsumerGroupMember {
       this.driver.consumerStream,
       this.driver.consumerName,
       this.settings.handler,
+      this.settings.dispatch,
       { expiresMs: pullExpiryMs(this.settings.ackWaitMs), maxMessages: this.settings.pullBatch },
       {
-        onHandlerError: (error, msg) => this.reportHandlerError(error, msg),
-        onPinned: (pinId) => this.channel.publish({ type: "pinned", pinId }),
-        onUnpinned: () => this.channel.publish({ type: "unpinned" }),
+        onHandlerError: (error, msg, attempt) => {
+          this.channel.publish({ type: "handler_error", error, subject: msg.subject, partition: msg.partition, seq: msg.seq, attempt });
+          void this.callback("onError", error);
+        },
+        onDeadLettered: (msg, error, deadLetterSubject) =>
+          this.channel.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error }),
+        onBlocked: (lane, msg, error) => this.channel.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
+        onHandled: () => undefined,
+        onPinned: (pinId) => {
+          this.channel.publish({ type: "pinned", pinId });
+          void this.callback("onPinned", pinId);
+        },
+        onUnpinned: () => {
+          this.channel.publish({ type: "unpinned" });
+          void this.callback("onUnpinned");
+        },
         onEnded: (reason) => void this.serial(() => this.onConsumerLost(runner, reason)),
       },
     );
@@ -287,11 +353,11 @@ export class Member<C> implements ConsumerGroupMember {
       this.scheduleRetry(rejoinTickMs(this.settings.ackWaitMs), wrapServerError(err, `starting to consume from "${this.driver.consumerName}"`));
       return;
     }
-    this.channel.publish({ type: "joined", partitions: this.partitions() });
-  }
-
-  private reportHandlerError(error: unknown, msg: ConsumerGroupMessage): void {
-    this.channel.publish({ type: "handler_error", error, subject: msg.subject, partition: msg.partition, seq: msg.seq });
+    const partitions = this.partitions();
+    const gained = partitions.filter((p) => !this.active.includes(p));
+    this.active = partitions;
+    this.channel.publish({ type: "joined", partitions });
+    if (gained.length > 0) await this.callback("onAssigned", gained);
   }
 
   /** The consumer vanished under us (orbit.go#41): forget it and rejoin, instead of idling as a zombie. */
@@ -306,7 +372,10 @@ export class Member<C> implements ConsumerGroupMember {
   private scheduleRetry(delayMs: number, error?: ConsumerGroupError): void {
     if (this.stopped) return;
     this.retryAttempt += 1;
-    if (error) this.channel.publish({ type: "consumer_error", error, retryInMs: Math.round(delayMs) });
+    if (error) {
+      this.channel.publish({ type: "consumer_error", error, retryInMs: Math.round(delayMs) });
+      void this.callback("onError", error);
+    }
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(() => void this.serial(() => this.join(false)), delayMs);
   }
@@ -321,6 +390,7 @@ export class Member<C> implements ConsumerGroupMember {
     if (runner) {
       const pinned = opts.unpin && (await this.isPinned(runner.pinId));
       await runner.stop(this.settings.drainTimeoutMs);
+      await this.revoke(this.active);
       if (pinned) {
         try {
           await this.jsm.consumers.unpin(this.driver.consumerStream, this.driver.consumerName, PRIORITY_GROUP);
@@ -330,6 +400,7 @@ export class Member<C> implements ConsumerGroupMember {
       }
     }
     if (opts.cleanup) await this.driver.cleanup(this.jsm);
+    if (error) await this.callback("onError", error);
     this.channel.publish(error ? { type: "stopped", error } : { type: "stopped" });
     this.channel.close();
     this.resolveDone(error);

@@ -1,6 +1,6 @@
 /**
  * One long-lived pinned `consume({ group: "PCG" })` on a member's consumer, and the
- * serial dispatch of its messages to the handler.
+ * dispatch of its messages to the handler (see `dispatcher.ts`).
  *
  * Messages are taken in callback mode and queued here, so pulls carrying the pin id
  * keep going out while a slow handler works: in iterator mode nats.js queues pulls
@@ -9,12 +9,11 @@
  */
 import type { ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import { PRIORITY_GROUP } from "../core/names.js";
-import { ConsumerGroupMessage, partitionOfStoredSubject } from "./message.js";
+import type { ConsumerGroupMessage } from "./message.js";
+import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
 
 /** What the runner tells its owner. */
-export interface PinnedConsumerEvents {
-  /** A handler threw or rejected; the message was nak'ed for redelivery. */
-  onHandlerError(error: unknown, msg: ConsumerGroupMessage): void;
+export interface PinnedConsumerEvents extends DispatchEvents {
   /** This instance became the pinned one. */
   onPinned(pinId: string): void;
   /** This instance lost its pin (a 423 from the server). */
@@ -35,12 +34,11 @@ export interface PullSettings {
 }
 
 /**
- * Runs one consume and handles its messages one at a time, in delivery order.
+ * Runs one consume and hands its messages to a {@link Dispatcher}.
  */
 export class PinnedConsumer {
   private messages: ConsumerMessages | undefined;
-  private readonly queue: JsMsg[] = [];
-  private processing: Promise<void> | undefined;
+  private readonly dispatcher: Dispatcher;
   private stopping = false;
   private lastPinId: string | undefined;
 
@@ -50,14 +48,27 @@ export class PinnedConsumer {
     readonly stream: string,
     /** The consumer name. */
     readonly consumer: string,
-    private readonly handler: MessageHandler,
+    handler: MessageHandler,
+    policy: DispatchPolicy,
     private readonly settings: PullSettings,
     private readonly events: PinnedConsumerEvents,
-  ) {}
+  ) {
+    this.dispatcher = new Dispatcher(handler, policy, events);
+  }
 
   /** The most recent `Nats-Pin-Id` seen on a message, if any. */
   get pinId(): string | undefined {
     return this.lastPinId;
+  }
+
+  /** Messages buffered plus in flight. */
+  get buffered(): number {
+    return this.dispatcher.size;
+  }
+
+  /** Messages whose handler is running. */
+  get inFlight(): number {
+    return this.dispatcher.running;
   }
 
   /** Starts pulling. */
@@ -68,7 +79,7 @@ export class PinnedConsumer {
       expires: this.settings.expiresMs,
       max_messages: this.settings.maxMessages,
       abort_on_missing_resource: true,
-      callback: (m) => this.enqueue(m),
+      callback: (m) => this.take(m),
     });
     this.messages = messages;
     void this.watchStatus(messages);
@@ -89,58 +100,21 @@ export class PinnedConsumer {
     }
   }
 
-  private enqueue(m: JsMsg): void {
-    if (this.stopping) {
-      m.nak();
-      return;
-    }
+  private take(m: JsMsg): void {
     const pin = m.headers?.get("Nats-Pin-Id");
     if (pin) this.lastPinId = pin;
-    this.queue.push(m);
-    this.processing ??= this.drain();
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      for (let m = this.queue.shift(); m !== undefined && !this.stopping; m = this.queue.shift()) {
-        await this.handle(m);
-      }
-    } finally {
-      this.processing = undefined;
-      if (!this.stopping && this.queue.length > 0) this.processing = this.drain();
-    }
-  }
-
-  private async handle(m: JsMsg): Promise<void> {
-    const msg = new ConsumerGroupMessage(m, partitionOfStoredSubject(m.subject));
-    try {
-      await this.handler(msg);
-      if (msg.settlement === undefined) msg.ack();
-    } catch (error) {
-      if (msg.settlement === undefined) msg.nak();
-      this.events.onHandlerError(error, msg);
-    }
+    this.dispatcher.push(m);
   }
 
   /**
-   * Stops pulling, waits (up to `timeoutMs`) for the handler in flight, and
+   * Stops pulling, waits (up to `timeoutMs`) for the handlers in flight, and
    * nak's what was delivered but not started, so it is redelivered at once.
    *
-   * @returns true when the in-flight handler finished within the timeout
+   * @returns true when the handlers in flight finished within the timeout
    */
   async stop(timeoutMs: number): Promise<boolean> {
     this.stopping = true;
     this.messages?.stop();
-    let finished = true;
-    if (this.processing) {
-      let timer: NodeJS.Timeout | undefined;
-      finished = await Promise.race([
-        this.processing.then(() => true),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
-      ]);
-      clearTimeout(timer);
-    }
-    for (let m = this.queue.shift(); m !== undefined; m = this.queue.shift()) m.nak();
-    return finished;
+    return this.dispatcher.drain(timeoutMs);
   }
 }

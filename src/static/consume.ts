@@ -9,7 +9,9 @@ import { PRIORITY_GROUP, staticConsumerName } from "../core/names.js";
 import { msToNanos, pinnedTtlMs } from "../core/timing.js";
 import type { StaticConsumerGroupConfig } from "../core/types.js";
 import { STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
-import { checkConsumeOptions, type ConsumeOptions } from "../nats/consume-options.js";
+import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "../nats/consume-options.js";
+import { staticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
+import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
@@ -51,9 +53,10 @@ function staticDriver(stream: string, group: string, member: string, template: P
         return true;
       } catch (err) {
         if (apiErrorCode(err) === ApiCode.ConsumerAlreadyExists) {
+          const modes = await describeModeConflict(jsm, stream, consumerName, config);
           throw new ConsumerGroupError(
             "CONSUMER_CONFLICT",
-            `error creating our member's consumer: "${consumerName}" already exists with a different config; every instance of a member (Go or TypeScript) must use the same consumer template`,
+            `error creating our member's consumer: "${consumerName}" already exists with a different config; ${modes ?? "every instance of a member (Go or TypeScript) must use the same consumer template"}`,
             { cause: err, serverCode: ApiCode.ConsumerAlreadyExists },
           );
         }
@@ -90,17 +93,21 @@ function staticDriver(stream: string, group: string, member: string, template: P
  * ```
  */
 export async function staticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
-  const settings = checkConsumeOptions(options);
+  // The default key is read from the stream's partition transform, known once the stream is looked up.
+  let extractKey: SubjectKeyExtractor | undefined;
+  const settings = checkConsumeOptions(js, options, (msg) => extractKey?.(msg.subject) ?? `#${msg.partition}`);
   const { stream, group, member } = options;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "static consumer groups (priority groups with pinned_client)");
-  await streamInfo(jsm, stream, "the static consumer group's stream", "create the stream and the group first");
+  const info = await streamInfo(jsm, stream, "the static consumer group's stream", "create the stream and the group first");
+  extractKey = staticKeyExtractor(info.config.subject_transform?.dest);
   const kv = await openConfigBucket(js, jsm, "static");
   const current = await readConfig(kv, STATIC, stream, group);
   if (!isInMembership(current.config, member)) {
     throw new ConsumerGroupError("NOT_IN_MEMBERSHIP", `the member name is not in the current static consumer group membership: "${member}" is not a member of "${group}"`);
   }
-  const driver = staticDriver(stream, group, member, options.consumerConfig ?? {}, settings.ackWaitMs);
+  const template = { ...(options.consumerConfig ?? {}), ...modeConsumerSettings(options, settings) };
+  const driver = staticDriver(stream, group, member, template, settings.ackWaitMs);
   const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
   await instance.start(true);
   return instance;
