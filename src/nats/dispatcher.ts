@@ -167,7 +167,12 @@ export class Dispatcher {
       const started = performance.now();
       try {
         await this.handler(msg);
-        if (msg.settlement === undefined) msg.ack();
+        if (msg.settlement === undefined) {
+          // While draining, the consumer may be deleted right after: wait for the server to
+          // confirm the ack, or it could be lost and the message handled again elsewhere.
+          if (this.stopping) await msg.ackAck().catch(() => false);
+          else msg.ack();
+        }
         this.events.onHandled(msg, performance.now() - started);
         return;
       } catch (error) {
