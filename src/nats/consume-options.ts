@@ -2,6 +2,7 @@
  * The options of `staticConsume` and `elasticConsume`, and their checks.
  */
 import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
+import type { MeterProvider } from "@opentelemetry/api";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
 import { effectiveAckWaitMs } from "../core/timing.js";
@@ -70,6 +71,8 @@ export interface ConsumeOptions extends MemberLifecycle {
   deadLetterSubject?: string;
   /** False: on a membership change, give partitions up without draining handlers in flight (Go's behaviour; for comparison). Default true. */
   handoff?: boolean;
+  /** Where metrics go. Default: the global OpenTelemetry MeterProvider (a no-op without an SDK or without `@opentelemetry/api`). */
+  meterProvider?: MeterProvider;
 }
 
 /** Consumer-config fields a concurrency mode sets. */
@@ -153,6 +156,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     pullBatch: Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 100 : Math.min(maxBuffered, 256))),
     dispatch,
     lifecycle,
+    ...(options.meterProvider ? { meterProvider: options.meterProvider } : {}),
   };
 }
 

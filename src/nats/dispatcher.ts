@@ -46,6 +46,8 @@ export interface DispatchEvents {
   onDeadLettered(msg: ConsumerGroupMessage, error: unknown, subject: string): void;
   onBlocked(lane: string, msg: ConsumerGroupMessage, error: unknown): void;
   onHandled(msg: ConsumerGroupMessage, durationMs: number): void;
+  /** A message was delivered to this instance. */
+  onReceived?(msg: ConsumerGroupMessage): void;
 }
 
 /** A handler. */
@@ -104,6 +106,7 @@ export class Dispatcher {
       return;
     }
     const msg = new ConsumerGroupMessage(m, partitionOfStoredSubject(m.subject));
+    this.events.onReceived?.(msg);
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {

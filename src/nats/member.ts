@@ -11,7 +11,9 @@ import { pullExpiryMs, rejoinTickMs } from "../core/timing.js";
 import type { GroupKind } from "../core/types.js";
 import { watchConfig, type ConfigEvent, type Flavour, type StoredConfig } from "./config-store.js";
 import type { ConsumerGroupMessage } from "./message.js";
+import type { MeterProvider } from "@opentelemetry/api";
 import type { DispatchPolicy } from "./dispatcher.js";
+import { createMemberMetrics, type MemberMetrics } from "./metrics.js";
 import { PinnedConsumer, type MessageHandler } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
@@ -117,6 +119,8 @@ export interface MemberSettings {
   /** How handlers run. */
   dispatch: DispatchPolicy;
   lifecycle: MemberLifecycle;
+  /** Where metrics go; default: the global OpenTelemetry MeterProvider (a no-op without an SDK). */
+  meterProvider?: MeterProvider;
 }
 
 type ConsumerInfoWithPin = { priority_groups?: { group: string; pinned_client_id?: string }[] };
@@ -140,6 +144,7 @@ export class Member<C> implements ConsumerGroupMember {
   private retryAttempt = 0;
   /** The partitions this instance consumes right now (its consumer's filters). */
   private active: number[] = [];
+  private readonly metrics: MemberMetrics;
   private watch: { events: AsyncIterable<ConfigEvent<C>>; stop(): void } | undefined;
 
   constructor(
@@ -154,6 +159,11 @@ export class Member<C> implements ConsumerGroupMember {
     private readonly settings: MemberSettings,
   ) {
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    this.metrics = createMemberMetrics(
+      { stream, group, member },
+      { inFlight: () => this.runner?.inFlight ?? 0, partitionsOwned: () => this.active.length },
+      settings.meterProvider,
+    );
   }
 
   /**
@@ -230,6 +240,7 @@ export class Member<C> implements ConsumerGroupMember {
       this.channel.publish({ type: "config_changed", revision: event.revision });
       return;
     }
+    this.metrics.rebalanced();
     this.channel.publish({
       type: "partitions_changed",
       partitions: after,
@@ -326,18 +337,26 @@ export class Member<C> implements ConsumerGroupMember {
       { expiresMs: pullExpiryMs(this.settings.ackWaitMs), maxMessages: this.settings.pullBatch },
       {
         onHandlerError: (error, msg, attempt) => {
+          this.metrics.failed(msg.partition);
           this.channel.publish({ type: "handler_error", error, subject: msg.subject, partition: msg.partition, seq: msg.seq, attempt });
           void this.callback("onError", error);
         },
-        onDeadLettered: (msg, error, deadLetterSubject) =>
-          this.channel.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error }),
+        onDeadLettered: (msg, error, deadLetterSubject) => {
+          this.metrics.deadLettered(msg.partition);
+          this.channel.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error });
+        },
         onBlocked: (lane, msg, error) => this.channel.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
-        onHandled: () => undefined,
+        onHandled: (msg, ms) => this.metrics.handled(msg.partition, ms),
+        onReceived: (msg) => {
+          if (msg.redelivered) this.metrics.redelivered(msg.partition);
+        },
         onPinned: (pinId) => {
+          this.metrics.pinChanged("pinned");
           this.channel.publish({ type: "pinned", pinId });
           void this.callback("onPinned", pinId);
         },
         onUnpinned: () => {
+          this.metrics.pinChanged("unpinned");
           this.channel.publish({ type: "unpinned" });
           void this.callback("onUnpinned");
         },
@@ -401,6 +420,7 @@ export class Member<C> implements ConsumerGroupMember {
     }
     if (opts.cleanup) await this.driver.cleanup(this.jsm);
     if (error) await this.callback("onError", error);
+    this.metrics.close();
     this.channel.publish(error ? { type: "stopped", error } : { type: "stopped" });
     this.channel.close();
     this.resolveDone(error);
