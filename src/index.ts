@@ -87,3 +87,9 @@ export type { CreateElasticOptions } from "./elastic/admin.js";
 export { addMembers, deleteMembers, deleteMemberMappings, setMemberMappings } from "./elastic/membership.js";
 export { elasticConsume } from "./elastic/consume.js";
 export { workQueueStreamConfig } from "./elastic/work-queue.js";
+
+// --- observability --------------------------------------------------------------
+export { describeGroup } from "./observe/describe.js";
+export type { DescribeOptions, GroupDescription, MemberDescription, PartitionDescription } from "./observe/describe.js";
+export { healthFindings } from "./observe/health.js";
+export type { HealthFinding, HealthInput } from "./observe/health.js";

@@ -1,0 +1,229 @@
+/**
+ * `describeGroup`: a group's config, assignment, members, per-partition backlog and
+ * health, as Kafka's `kafka-consumer-groups --describe` shows them.
+ */
+import type { ConsumerInfo, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { effectiveMembers, partitionAssignment, partitionOwners } from "../core/assignment.js";
+import { ConsumerGroupError } from "../core/errors.js";
+import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
+import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
+import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
+import { managerOf, streamInfo } from "../nats/context.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { healthFindings, type HealthFinding } from "./health.js";
+
+/** One member of a described group. */
+export interface MemberDescription {
+  member: string;
+  consumer: string;
+  partitions: number[];
+  /** Listed as a member but beyond the partition count: idle. */
+  overCap: boolean;
+  /** Some instance is pulling (the consumer exists and has waiting pulls). */
+  active: boolean;
+  pinnedId?: string;
+  pinnedAt?: string;
+  /** Pull requests waiting on the consumer: the pinned instance's plus the standbys'. */
+  waitingPulls: number;
+  /** Delivered and not yet acked. */
+  ackPending: number;
+  redelivered: number;
+  /** Not yet delivered (the consumer's `num_pending`). */
+  pending: number;
+  lastDelivery?: string;
+}
+
+/** One partition of a described group. */
+export interface PartitionDescription {
+  partition: number;
+  owner?: string;
+  /** Messages not yet delivered to the owner. */
+  pending?: number;
+  /**
+   * Delivered and not yet acked. Exact when the owner's consumer covers only this
+   * partition or in elastic groups; otherwise the messages between the consumer's ack
+   * floor and its last delivery (exact when acks arrive in order).
+   */
+  ackPending?: number;
+  /** Redeliveries; known only when the owner's consumer covers only this partition. */
+  redelivered?: number;
+  /** The owner's last delivery. */
+  lastActivity?: string;
+}
+
+/** What {@link describeGroup} returns. */
+export interface GroupDescription {
+  kind: GroupKind;
+  stream: string;
+  group: string;
+  config: StaticConsumerGroupConfig | ElasticConsumerGroupConfig;
+  partitionCount: number;
+  assignment: Record<string, number[]>;
+  members: MemberDescription[];
+  partitions: PartitionDescription[];
+  /** Elastic: the work-queue stream's fill. */
+  buffer?: { messages: number; bytes: number; maxMessages: number; maxBytes: number };
+  /** Elastic: how many source messages the work-queue stream has not sourced yet. */
+  sourceLag?: number;
+  findings: HealthFinding[];
+  at: string;
+}
+
+/** Options of {@link describeGroup}. */
+export interface DescribeOptions {
+  /** A partition with pending messages and no delivery for this long is reported stalled. Default 30 s. */
+  stallAfterMs?: number;
+  /** The previous description, to tell whether the source lag grows. */
+  previous?: GroupDescription;
+}
+
+/** `last_active` is an RFC 3339 string on the wire, though nats.js types it as a number. */
+function isoOrUndefined(v: unknown): string | undefined {
+  if (typeof v === "string" && v !== "" && !v.startsWith("0001-")) return new Date(v).toISOString();
+  return undefined;
+}
+
+type PriorityState = { priority_groups?: { group: string; pinned_client_id?: string; pinned_ts?: string }[] };
+
+async function consumerInfoIfAny(jsm: JetStreamManager, stream: string, name: string): Promise<ConsumerInfo | undefined> {
+  try {
+    return await jsm.consumers.info(stream, name);
+  } catch (err) {
+    if (apiErrorCode(err) === ApiCode.ConsumerNotFound) return undefined;
+    throw wrapServerError(err, `reading consumer "${name}"`);
+  }
+}
+
+/** Messages of `filter` with a sequence >= `fromSeq`, through a short-lived ephemeral consumer. */
+async function countWithConsumer(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
+  const ci = await jsm.consumers.add(stream, {
+    filter_subject: filter,
+    deliver_policy: "by_start_sequence",
+    opt_start_seq: Math.max(1, fromSeq),
+    ack_policy: "none",
+    mem_storage: true,
+    inactive_threshold: 10_000_000_000,
+  });
+  await jsm.consumers.delete(stream, ci.name).catch(() => undefined);
+  return ci.num_pending;
+}
+
+/** Messages of `filter` with a sequence >= `fromSeq`, through a direct get (work-queue streams allow it). */
+async function countWithDirectGet(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
+  try {
+    const batch = await jsm.direct.getBatch(stream, { seq: Math.max(1, fromSeq), next_by_subj: filter, batch: 1 });
+    for await (const m of batch) return 1 + ((m as unknown as { pending?: number }).pending ?? 0);
+    return 0;
+  } catch (err) {
+    if (String(err).includes("404") || String(err).toLowerCase().includes("not found")) return 0;
+    throw err;
+  }
+}
+
+/**
+ * Describes a static or elastic group: config, assignment, members with their pin
+ * and standbys, per-partition backlog, the elastic source lag and buffer, and health findings.
+ *
+ * @throws ConsumerGroupError `INVALID_NAME`, `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `STREAM_NOT_FOUND`
+ *
+ * @example
+ * ```ts
+ * const d = await describeGroup(js, "elastic", "orders", "shipping");
+ * for (const p of d.partitions) console.log(p.partition, p.owner, p.pending);
+ * ```
+ */
+export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream: string, group: string, options: DescribeOptions = {}): Promise<GroupDescription> {
+  if (kind !== "static" && kind !== "elastic") throw new ConsumerGroupError("INVALID_ARGUMENT", `kind must be "static" or "elastic", got ${JSON.stringify(kind)}`);
+  assertValidGroupNames(stream, group);
+  const jsm = await managerOf(js);
+  const kv = await openConfigBucket(js, jsm, kind);
+  const config = kind === "static" ? (await readConfig(kv, STATIC, stream, group)).config : (await readConfig(kv, ELASTIC, stream, group)).config;
+  const consumerStream = kind === "static" ? stream : workQueueStreamName(stream, group);
+  const wqInfo = await streamInfo(jsm, consumerStream, kind === "static" ? "the static consumer group's stream" : "the elastic consumer group's stream", "is the group half-deleted?");
+  const assignment = partitionAssignment(config);
+  const owners = partitionOwners(config);
+  const capped = new Set(config.members && config.members.length > 0 ? effectiveMembers(config.members, config.max_members) : (config.member_mappings ?? []).map((m) => m.member));
+  const listed = [...new Set([...(config.members ?? []), ...(config.member_mappings ?? []).map((m) => m.member)])];
+
+  const infos = new Map<string, ConsumerInfo | undefined>();
+  const members: MemberDescription[] = [];
+  for (const member of listed.sort()) {
+    const consumer = kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member);
+    const info = await consumerInfoIfAny(jsm, consumerStream, consumer);
+    infos.set(member, info);
+    const pin = (info as (ConsumerInfo & PriorityState) | undefined)?.priority_groups?.find((g) => g.group === PRIORITY_GROUP);
+    members.push({
+      member,
+      consumer,
+      partitions: assignment.get(member) ?? [],
+      overCap: !capped.has(member),
+      active: (info?.num_waiting ?? 0) > 0,
+      ...(pin?.pinned_client_id ? { pinnedId: pin.pinned_client_id } : {}),
+      ...(pin?.pinned_ts ? { pinnedAt: pin.pinned_ts } : {}),
+      waitingPulls: info?.num_waiting ?? 0,
+      ackPending: info?.num_ack_pending ?? 0,
+      redelivered: info?.num_redelivered ?? 0,
+      pending: info?.num_pending ?? 0,
+      ...(isoOrUndefined(info?.delivered.last_active) ? { lastDelivery: isoOrUndefined(info?.delivered.last_active) as string } : {}),
+    });
+  }
+
+  const partitions: PartitionDescription[] = [];
+  for (let p = 0; p < config.max_members; p++) {
+    const owner = owners[p];
+    const info = owner ? infos.get(owner) : undefined;
+    const filter = `${p}.>`;
+    const delivered = info?.delivered.stream_seq ?? 0;
+    const ackFloor = info?.ack_floor.stream_seq ?? 0;
+    const solo = owner !== undefined && (assignment.get(owner) ?? []).length === 1;
+    let pending: number;
+    let ackPending: number | undefined;
+    if (kind === "elastic") {
+      // In a work queue, everything stored is unacked: what is past the last delivery is pending, the rest in flight.
+      const stored = await countWithDirectGet(jsm, consumerStream, filter, 1);
+      pending = info ? await countWithDirectGet(jsm, consumerStream, filter, delivered + 1) : stored;
+      ackPending = stored - pending;
+    } else {
+      pending = await countWithConsumer(jsm, consumerStream, filter, delivered + 1);
+      ackPending = solo ? (info?.num_ack_pending ?? 0) : info ? (await countWithConsumer(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
+    }
+    partitions.push({
+      partition: p,
+      ...(owner ? { owner } : {}),
+      pending,
+      ackPending,
+      ...(solo && info ? { redelivered: info.num_redelivered } : {}),
+      ...(isoOrUndefined(info?.delivered.last_active) ? { lastActivity: isoOrUndefined(info?.delivered.last_active) as string } : {}),
+    });
+  }
+
+  let buffer: GroupDescription["buffer"];
+  let sourceLag: number | undefined;
+  if (kind === "elastic") {
+    buffer = { messages: wqInfo.state.messages, bytes: wqInfo.state.bytes, maxMessages: wqInfo.config.max_msgs, maxBytes: wqInfo.config.max_bytes };
+    sourceLag = wqInfo.sources?.[0]?.lag;
+  }
+  const findings = healthFindings({
+    now: Date.now(),
+    stallAfterMs: options.stallAfterMs ?? 30_000,
+    members,
+    partitions: partitions.map((p) => ({ partition: p.partition, owner: p.owner, pending: p.pending, lastActivity: p.lastActivity })),
+    ...(buffer ? { buffer } : {}),
+    ...(sourceLag !== undefined ? { sourceLag } : {}),
+    ...(options.previous?.sourceLag !== undefined ? { previousSourceLag: options.previous.sourceLag } : {}),
+  });
+  return {
+    kind,
+    stream,
+    group,
+    config,
+    partitionCount: config.max_members,
+    assignment: Object.fromEntries(assignment),
+    members,
+    partitions,
+    ...(buffer ? { buffer } : {}),
+    ...(sourceLag !== undefined ? { sourceLag } : {}),
+    findings,
+    at: new Date().toISOString(),
+  };
+}

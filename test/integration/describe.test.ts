@@ -1,0 +1,94 @@
+/**
+ * describeGroup against known states: exact per-partition numbers, standbys, a member
+ * without an instance, and a full elastic buffer.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { addMembers, createElastic, createStatic, describeGroup, partitionOf, staticConsume, type ConsumerGroupMember } from "../../src/index.js";
+import { deferred, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+
+describe("describe - group state, backlog and health", () => {
+  let env: TestEnv;
+  before(async () => {
+    env = await startEnv();
+  });
+  after(async () => {
+    await env.close();
+  });
+
+  test("describe - static: exact pending and in-flight per partition, pins, standbys, a member with no instance", async () => {
+    const stream = uniqueName("desc");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], subject_transform: { src: `${stream}.*`, dest: `{{partition(4,1)}}.${stream}.{{wildcard(1)}}` } });
+    await createStatic(env.js, { stream, group: "g", maxMembers: 4, members: ["m1", "m2"], onWarning: () => undefined });
+    // m2's durable exists but no instance runs: start it once and stop it.
+    const m2 = await staticConsume(env.js, { stream, group: "g", member: "m2", handler: () => undefined });
+    await m2.stop();
+
+    const perPartition = [0, 0, 0, 0];
+    for (let i = 0; i < 1000; i++) {
+      const subject = `${stream}.k${i % 97}`;
+      perPartition[partitionOf(subject, 4, { filter: `${stream}.*`, wildcards: [1] })]! += 1;
+      await env.js.publish(subject, String(i));
+    }
+    const m1Total = perPartition[0]! + perPartition[1]!;
+    assert.ok(m1Total > 301, "the key spread gives m1 more than 301 messages");
+
+    let handled = 0;
+    const release = deferred();
+    const instances: ConsumerGroupMember[] = [];
+    const handler = async (): Promise<void> => {
+      handled += 1;
+      if (handled > 300) await release.promise; // the 301st stays in flight
+    };
+    const template = { max_ack_pending: 1, ack_wait: 30_000_000_000 };
+    instances.push(await staticConsume(env.js, { stream, group: "g", member: "m1", handler, consumerConfig: template }));
+    await waitFor(() => handled === 301, 30_000, "m1 to handle 300 and hold the 301st");
+    const standby = await env.connect();
+    instances.push(await staticConsume(standby.js, { stream, group: "g", member: "m1", handler, consumerConfig: template }));
+
+    const d = await waitFor(async () => {
+      const x = await describeGroup(env.js, "static", stream, "g");
+      return (x.members.find((m) => m.member === "m1")?.waitingPulls ?? 0) >= 2 ? x : undefined;
+    }, 10_000, "the standby's pull to show up");
+    assert.deepEqual(d.assignment, { m1: [0, 1], m2: [2, 3] });
+    const m1 = d.members.find((m) => m.member === "m1");
+    const m2d = d.members.find((m) => m.member === "m2");
+    assert.ok(m1?.active && m1.pinnedId && m1.pinnedAt, "m1 is active and pinned");
+    assert.equal(m1.ackPending, 1);
+    assert.equal(m2d?.active, false);
+    assert.equal(m2d?.pending, perPartition[2]! + perPartition[3]!);
+    const pending = d.partitions.map((p) => p.pending);
+    assert.equal(pending[0]! + pending[1]!, m1Total - 301, "m1's partitions: everything past the 301st is pending");
+    assert.equal(d.partitions[0]!.ackPending! + d.partitions[1]!.ackPending!, 1, "one message in flight");
+    assert.deepEqual(pending.slice(2), [perPartition[2], perPartition[3]], "m2's partitions: all pending");
+    assert.deepEqual(
+      d.findings.filter((f) => f.code === "NO_ACTIVE_INSTANCE").map((f) => f.member),
+      ["m2"],
+    );
+    const stalled = await describeGroup(env.js, "static", stream, "g", { stallAfterMs: 0 });
+    assert.ok(stalled.findings.some((f) => f.code === "PARTITION_STALLED" && f.member === "m2"));
+
+    release.resolve();
+    await Promise.all(instances.map((i) => i.stop()));
+  });
+
+  test("describe - elastic: a full buffer, the source lag, and members beyond the partition count", async () => {
+    const stream = uniqueName("descel");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    for (let i = 0; i < 100; i++) await env.js.publish(`${stream}.k${i}`);
+    await createElastic(env.js, { stream, group: "g", maxMembers: 2, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }], maxBufferedMsgs: 10 });
+    await addMembers(env.js, stream, "g", ["a", "b", "c"]);
+    const d = await waitFor(async () => {
+      const x = await describeGroup(env.js, "elastic", stream, "g");
+      return x.buffer?.messages === 10 ? x : undefined;
+    }, 10_000, "the buffer to fill up");
+    assert.equal(d.buffer?.maxMessages, 10);
+    assert.ok(d.findings.some((f) => f.code === "BUFFER_FULL"));
+    assert.deepEqual(d.members.filter((m) => m.overCap).map((m) => m.member), ["c"]);
+    assert.equal(d.partitions.reduce((n, p) => n + (p.pending ?? 0), 0), 10, "all 10 buffered messages are pending");
+    assert.ok(d.findings.some((f) => f.code === "NO_ACTIVE_INSTANCE" && f.member === "a"));
+    assert.equal(typeof d.sourceLag, "number");
+    const grown = await describeGroup(env.js, "elastic", stream, "g", { previous: { ...d, sourceLag: 0 } });
+    assert.equal(grown.findings.some((f) => f.code === "SOURCE_LAG_GROWING"), (grown.sourceLag ?? 0) > 0);
+  });
+});
