@@ -10,7 +10,6 @@ import { PRIORITY_GROUP } from "../core/names.js";
 import { pullExpiryMs, rejoinTickMs } from "../core/timing.js";
 import type { GroupKind } from "../core/types.js";
 import { watchConfig, type ConfigEvent, type Flavour, type StoredConfig } from "./config-store.js";
-import type { ConsumerGroupMessage } from "./message.js";
 import type { MeterProvider } from "@opentelemetry/api";
 import type { DispatchPolicy } from "./dispatcher.js";
 import { createMemberMetrics, type MemberMetrics } from "./metrics.js";
@@ -92,18 +91,18 @@ export interface MemberDriver<C> {
 /** Callbacks on the partitions and the pin of an instance; each may be async and is awaited. */
 export interface MemberLifecycle {
   /** The instance started consuming these partitions (newly gained ones only). */
-  onAssigned?(partitions: number[]): void | Promise<void>;
+  onAssigned?: (partitions: number[]) => void | Promise<void>;
   /**
    * The instance is giving these partitions up. Called after their in-flight handlers
    * finished and were acked, and before the partitions are released to their new owner.
    */
-  onRevoked?(partitions: number[]): void | Promise<void>;
+  onRevoked?: (partitions: number[]) => void | Promise<void>;
   /** This instance became the active (pinned) one of its member. */
-  onPinned?(pinId: string): void | Promise<void>;
+  onPinned?: (pinId: string) => void | Promise<void>;
   /** This instance became a standby. */
-  onUnpinned?(): void | Promise<void>;
+  onUnpinned?: () => void | Promise<void>;
   /** Something went wrong: a handler error, a consumer error, or the error that stopped the instance. */
-  onError?(error: unknown): void | Promise<void>;
+  onError?: (error: unknown) => void | Promise<void>;
 }
 
 /** Settings of one instance. */
