@@ -105,8 +105,8 @@ function elasticDriver(stream: string, group: string, member: string, template: 
  * ```
  */
 export async function elasticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
-  let extractKey: SubjectKeyExtractor | undefined;
-  const settings = checkConsumeOptions(js, options, (msg) => extractKey?.(msg.subject) ?? `#${msg.partition}`);
+  const keys: { extract?: SubjectKeyExtractor | undefined } = {};
+  const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
   const template = options.consumerConfig ?? {};
   if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
     throw new ConsumerGroupError(
@@ -120,7 +120,7 @@ export async function elasticConsume(js: JetStreamClient, options: ConsumeOption
   await streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`);
   const kv = await openConfigBucket(js, jsm, "elastic");
   const current = await readConfig(kv, ELASTIC, stream, group);
-  extractKey = elasticKeyExtractor(current.config.partitioning_filters);
+  keys.extract = elasticKeyExtractor(current.config.partitioning_filters);
   const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit", ...modeConsumerSettings(options, settings) }, settings.ackWaitMs);
   const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
   await instance.start(false);

@@ -94,13 +94,13 @@ function staticDriver(stream: string, group: string, member: string, template: P
  */
 export async function staticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
   // The default key is read from the stream's partition transform, known once the stream is looked up.
-  let extractKey: SubjectKeyExtractor | undefined;
-  const settings = checkConsumeOptions(js, options, (msg) => extractKey?.(msg.subject) ?? `#${msg.partition}`);
+  const keys: { extract?: SubjectKeyExtractor | undefined } = {};
+  const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
   const { stream, group, member } = options;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "static consumer groups (priority groups with pinned_client)");
   const info = await streamInfo(jsm, stream, "the static consumer group's stream", "create the stream and the group first");
-  extractKey = staticKeyExtractor(info.config.subject_transform?.dest);
+  keys.extract = staticKeyExtractor(info.config.subject_transform?.dest);
   const kv = await openConfigBucket(js, jsm, "static");
   const current = await readConfig(kv, STATIC, stream, group);
   if (!isInMembership(current.config, member)) {
