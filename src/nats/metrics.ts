@@ -53,7 +53,13 @@ export function createMemberMetrics(labels: { stream: string; group: string; mem
   if (!meterProvider) return NOOP;
   const meter = meterProvider.getMeter(METER_NAME);
   const base: Attributes = { "pcg.stream": labels.stream, "pcg.group": labels.group, "pcg.member": labels.member };
-  const withPartition = (partition: number): Attributes => ({ ...base, "pcg.partition": partition });
+  // Attribute objects are reused: building one per message costs more than the no-op instruments.
+  const byPartition = new Map<number, Attributes>();
+  const withPartition = (partition: number): Attributes => {
+    let attrs = byPartition.get(partition);
+    if (!attrs) byPartition.set(partition, (attrs = { ...base, "pcg.partition": partition }));
+    return attrs;
+  };
   const handled = meter.createCounter(MetricNames.handled, { description: "messages whose handler succeeded" });
   const failed = meter.createCounter(MetricNames.failed, { description: "handler failures (each attempt)" });
   const redelivered = meter.createCounter(MetricNames.redelivered, { description: "messages received with a delivery count above 1" });

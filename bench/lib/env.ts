@@ -1,0 +1,89 @@
+/**
+ * The benchmark environment: a server (started here unless --server is given),
+ * connections, streams and fast keyed publishing.
+ */
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { NatsServer } from "../../src/server/launcher.js";
+
+/** A connection with its clients. */
+export interface Conn {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+}
+
+/** The server the suite runs against. */
+export interface BenchServer {
+  url: string;
+  version: string;
+  connect(name?: string): Promise<Conn>;
+  stop(): Promise<void>;
+}
+
+/** Starts a server (or wraps `url`). */
+export async function benchServer(url?: string): Promise<BenchServer> {
+  const server = url ? undefined : await NatsServer.start();
+  const target = url ?? server?.url ?? "";
+  const conns: NatsConnection[] = [];
+  const open = async (name = "bench"): Promise<Conn> => {
+    const nc = await connect({ servers: target, name, maxPingOut: 10 });
+    conns.push(nc);
+    return { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
+  };
+  const probe = await open("bench-probe");
+  const version = probe.nc.info?.version ?? "unknown";
+  return {
+    url: target,
+    version,
+    connect: open,
+    async stop() {
+      await Promise.allSettled(conns.map((c) => c.close()));
+      await server?.stop();
+    },
+  };
+}
+
+/** A partitioned stream `<name>` with subjects `<name>.<key>` and N partitions from its own transform. */
+export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number): Promise<void> {
+  await jsm.streams.add({
+    name,
+    subjects: [`${name}.*`],
+    storage: "file",
+    subject_transform: { src: `${name}.*`, dest: `{{partition(${partitions},1)}}.${name}.{{wildcard(1)}}` },
+  });
+}
+
+/** A plain stream `<name>` with subjects `<name>.*`. */
+export async function plainStream(jsm: JetStreamManager, name: string): Promise<void> {
+  await jsm.streams.add({ name, subjects: [`${name}.*`], storage: "file" });
+}
+
+/**
+ * Publishes `count` messages of `size` bytes over `keys` keys (subject `<prefix>.k<key>`),
+ * with up to `window` publishes awaiting their ack. The payload starts with `key:seq`.
+ */
+export async function publishKeyed(js: JetStreamClient, prefix: string, count: number, keys: number, size = 128, window = 512): Promise<void> {
+  const pad = "x".repeat(size);
+  const perKey = new Array<number>(keys).fill(0);
+  const inflight = new Set<Promise<unknown>>();
+  for (let i = 0; i < count; i++) {
+    const key = i % keys;
+    const seq = (perKey[key] ?? 0) + 1;
+    perKey[key] = seq;
+    const head = `k${key}:${seq}:`;
+    const p: Promise<unknown> = js.publish(`${prefix}.k${key}`, head + pad.slice(head.length)).then((): boolean => inflight.delete(p));
+    inflight.add(p);
+    if (inflight.size >= window) await Promise.race(inflight);
+  }
+  await Promise.all(inflight);
+}
+
+/** Resolves when `check` is true, polling every `everyMs`; rejects after `timeoutMs`. */
+export async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string, everyMs = 5): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`benchmark timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}

@@ -1,0 +1,155 @@
+/**
+ * Scenario 1, library overhead: one member owning all 16 partitions with a no-op
+ * handler, against a raw nats.js consume() of the same messages through the same
+ * kind of consumer (pinned, filtered on all 16 partitions, explicit acks).
+ */
+import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
+import { addMembers, createElastic, createStatic, elasticConsume, staticConsume } from "../../src/index.js";
+import { partitionedStream, plainStream, publishKeyed, until } from "../lib/env.js";
+import { clock, median } from "../lib/stats.js";
+import type { BenchContext, Row } from "../lib/types.js";
+
+const PARTITIONS = 16;
+const filters = Array.from({ length: PARTITIONS }, (_, p) => `${p}.>`);
+
+function pinnedConfig(name: string, durable: boolean): Partial<ConsumerConfig> {
+  return {
+    ...(durable ? { durable_name: name } : { name }),
+    ack_policy: "explicit",
+    ack_wait: 5_000_000_000,
+    filter_subjects: filters,
+    priority_groups: ["PCG"],
+    priority_policy: "pinned_client",
+    priority_timeout: 5_000_000_000,
+  };
+}
+
+/**
+ * A raw nats.js consume() of `count` messages, acking each; returns msgs/s from the
+ * first message to the last. Iterator mode is the documented way; callback mode is
+ * faster; the scenario takes the faster of the two as its baseline.
+ */
+async function rawConsume(js: JetStreamClient, stream: string, consumer: string, count: number, mode: "iterator" | "callback"): Promise<number> {
+  const c = await js.consumers.get(stream, consumer);
+  let n = 0;
+  let first = 0;
+  if (mode === "iterator") {
+    const messages = await c.consume({ group: "PCG", expires: 2500 });
+    for await (const m of messages) {
+      if (n === 0) first = clock();
+      m.ack();
+      if (++n === count) break;
+    }
+  } else {
+    let done!: () => void;
+    const finished = new Promise<void>((r) => (done = r));
+    const messages = await c.consume({
+      group: "PCG",
+      expires: 2500,
+      callback: (m) => {
+        if (n === 0) first = clock();
+        m.ack();
+        if (++n === count) done();
+      },
+    });
+    await finished;
+    await messages.close();
+  }
+  return count / ((clock() - first) / 1000);
+}
+
+/** Counts handled messages and times them from the first to the `count`th. */
+function timedHandler(count: number): { handler: () => void; done: Promise<number> } {
+  let n = 0;
+  let first = 0;
+  let resolve!: (rate: number) => void;
+  const done = new Promise<number>((r) => (resolve = r));
+  return {
+    handler: () => {
+      if (n === 0) first = clock();
+      if (++n === count) resolve(count / ((clock() - first) / 1000));
+    },
+    done,
+  };
+}
+
+async function staticRuns(ctx: BenchContext): Promise<Row[]> {
+  const conn = await ctx.server.connect();
+  const stream = ctx.name("ovs");
+  await partitionedStream(conn.jsm, stream, PARTITIONS);
+  await publishKeyed(conn.js, stream, ctx.messages, ctx.keys);
+  const rawIterator: number[] = [];
+  const rawCallback: number[] = [];
+  const ours: number[] = [];
+  for (let run = 0; run < ctx.runs; run++) {
+    for (const [mode, into] of [["iterator", rawIterator], ["callback", rawCallback]] as const) {
+      const durable = `raw_${mode}_${run}`;
+      await conn.jsm.consumers.add(stream, pinnedConfig(durable, true));
+      into.push(await rawConsume(conn.js, stream, durable, ctx.messages, mode));
+      await conn.jsm.consumers.delete(stream, durable);
+    }
+    const group = `g${run}`;
+    await createStatic(conn.js, { stream, group, maxMembers: PARTITIONS, members: ["m"] });
+    const timed = timedHandler(ctx.messages);
+    const member = await staticConsume(conn.js, { stream, group, member: "m", handler: timed.handler });
+    ours.push(await timed.done);
+    await member.stop();
+    ctx.log(`  overhead static run ${run + 1}: raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)} msgs/s`);
+  }
+  return overheadRows("static stream", "staticConsume, 16 partitions, no-op", 0.9, rawIterator, rawCallback, ours);
+}
+
+async function elasticRuns(ctx: BenchContext): Promise<Row[]> {
+  const conn = await ctx.server.connect();
+  const stream = ctx.name("ove");
+  await plainStream(conn.jsm, stream);
+  await publishKeyed(conn.js, stream, ctx.messages, ctx.keys);
+  const sourcing: number[] = [];
+  const rawIterator: number[] = [];
+  const rawCallback: number[] = [];
+  const ours: number[] = [];
+  const sourced = async (group: string): Promise<void> => {
+    const started = clock();
+    await createElastic(conn.js, { stream, group, maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await until(async () => (await conn.jsm.streams.info(`${stream}-${group}`)).state.messages === ctx.messages, 600_000, "sourcing", 20);
+    sourcing.push(ctx.messages / ((clock() - started) / 1000));
+  };
+  for (let run = 0; run < ctx.runs; run++) {
+    for (const [mode, into] of [["iterator", rawIterator], ["callback", rawCallback]] as const) {
+      const rawGroup = `raw_${mode}_${run}`;
+      await sourced(rawGroup);
+      await conn.jsm.consumers.add(`${stream}-${rawGroup}`, { ...pinnedConfig("raw", false), inactive_threshold: 5_000_000_000 });
+      into.push(await rawConsume(conn.js, `${stream}-${rawGroup}`, "raw", ctx.messages, mode));
+    }
+    const group = `g${run}`;
+    await sourced(group);
+    const timed = timedHandler(ctx.messages);
+    const member = await elasticConsume(conn.js, { stream, group, member: "m", consumerConfig: { ack_policy: "explicit" }, handler: timed.handler });
+    await addMembers(conn.js, stream, group, ["m"]);
+    ours.push(await timed.done);
+    await member.stop();
+    ctx.log(
+      `  overhead elastic run ${run + 1}: sourcing ${sourcing[sourcing.length - 1]?.toFixed(0)}, raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)} msgs/s`,
+    );
+  }
+  return [
+    { scenario: "1 overhead", variant: "server sourcing rate into the work queue", value: median(sourcing), unit: "msgs/s", samples: sourcing, note: "elastic groups cannot go faster than this over time" },
+    ...overheadRows("work-queue stream", "elasticConsume, 16 partitions, no-op", 0.85, rawIterator, rawCallback, ours),
+  ];
+}
+
+function overheadRows(where: string, label: string, target: number, iterator: number[], callback: number[], ours: number[]): Row[] {
+  const best = Math.max(median(iterator), median(callback));
+  const bestName = best === median(iterator) ? "raw iterator" : "raw callback";
+  const r = median(ours) / best;
+  return [
+    { scenario: "1 overhead", variant: `raw nats.js consume(), iterator (${where})`, value: median(iterator), unit: "msgs/s", samples: iterator },
+    { scenario: "1 overhead", variant: `raw nats.js consume(), callback (${where})`, value: median(callback), unit: "msgs/s", samples: callback },
+    { scenario: "1 overhead", variant: label, value: median(ours), unit: "msgs/s", baseline: `${bestName} (the faster raw)`, ratio: r, target: `>= ${target.toFixed(2)}`, met: r >= target, samples: ours },
+  ];
+}
+
+/** Scenario 1. */
+export async function overhead(ctx: BenchContext): Promise<Row[]> {
+  return [...(await staticRuns(ctx)), ...(await elasticRuns(ctx))];
+}
