@@ -1,0 +1,33 @@
+/**
+ * A member instance in a child process, for crash tests: `node member-child.js '<json settings>'`.
+ * Prints `{"ev":"ready"}`, then one `{"ev":"msg","key","seq","at","pin"}` line per
+ * handled message (at the start of its handler), and status events.
+ */
+import { connect } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import { elasticConsume, staticConsume } from "../../src/index.js";
+import type { LoadPayload } from "./keyed-load.js";
+
+const s = JSON.parse(process.argv[2] ?? "{}") as { url: string; flavour: "static" | "elastic"; stream: string; group: string; member: string; ackWaitMs: number; handlerMs?: number };
+const out = (o: object): void => void process.stdout.write(JSON.stringify(o) + "\n");
+const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+const consume = s.flavour === "static" ? staticConsume : elasticConsume;
+const member = await consume(jetstream(nc), {
+  stream: s.stream,
+  group: s.group,
+  member: s.member,
+  consumerConfig: { ack_policy: "explicit", max_ack_pending: 1, ack_wait: s.ackWaitMs * 1_000_000 },
+  handler: async (msg) => {
+    const { key, seq } = msg.json<LoadPayload>();
+    out({ ev: "msg", key, seq, at: performance.timeOrigin + performance.now(), pin: msg.pinId });
+    if (s.handlerMs) await new Promise((r) => setTimeout(r, s.handlerMs));
+  },
+});
+out({ ev: "ready" });
+void (async () => {
+  for await (const e of member.status()) out({ ev: "status", type: e.type });
+})();
+process.on("SIGTERM", () => void member.stop().then(() => nc.close()).then(() => process.exit(0)));
+const err = await member.closed();
+out({ ev: "closed", error: err?.message ?? null });
+await nc.close();
