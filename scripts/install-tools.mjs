@@ -5,9 +5,11 @@
 //
 //   node scripts/install-tools.mjs            # everything
 //   node scripts/install-tools.mjs server     # only nats-server
+//   node scripts/install-tools.mjs go-driver  # only the interop tests' Go driver (go build)
 //
 // NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -35,7 +37,35 @@ const tools = {
     installedVersion: (_bin, dir) => readStamp(dir),
     skip: () => undefined,
   },
+  // The interop tests' Go driver (interop/go-driver), built from source with `go build`.
+  // Its "version" is a hash of its sources, so it is rebuilt only when they change.
+  "go-driver": {
+    version: goDriverHash(),
+    dir: join(toolsDir, "go-driver"),
+    bin: "pcg-driver",
+    pkg: "./interop/go-driver (go build)",
+    installedVersion: (_bin, dir) => readStamp(dir),
+    skip: () => undefined,
+    build: (bin) =>
+      spawnSync("go", ["build", "-trimpath", "-buildvcs=false", "-o", bin, "."], {
+        cwd: join(root, "interop", "go-driver"),
+        stdio: "inherit",
+        env: { ...process.env, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
+      }),
+  },
 };
+
+/** sha256 of the Go driver's sources (go.mod, go.sum, *.go), as its version stamp. */
+function goDriverHash() {
+  const dir = join(root, "interop", "go-driver");
+  const hash = createHash("sha256");
+  for (const file of ["go.mod", "go.sum", "main.go"]) {
+    hash.update(`${file}\0`);
+    hash.update(existsSync(join(dir, file)) ? readFileSync(join(dir, file)) : "");
+    hash.update("\0");
+  }
+  return `src-${hash.digest("hex").slice(0, 16)}`;
+}
 
 function run(cmd, args, opts = {}) {
   return execFileSync(cmd, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], ...opts });
@@ -87,13 +117,15 @@ function install(name) {
   requireGo();
   mkdirSync(tool.dir, { recursive: true });
   const started = Date.now();
-  console.log(`install-tools: go install ${tool.pkg} ...`);
-  const result = spawnSync("go", ["install", tool.pkg], {
-    stdio: "inherit",
-    env: { ...process.env, GOBIN: tool.dir, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
-  });
+  console.log(`install-tools: ${tool.build ? "go build" : "go install"} ${tool.pkg} ...`);
+  const result = tool.build
+    ? tool.build(bin)
+    : spawnSync("go", ["install", tool.pkg], {
+        stdio: "inherit",
+        env: { ...process.env, GOBIN: tool.dir, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
+      });
   if (result.status !== 0) {
-    console.error(`install-tools: go install ${tool.pkg} failed (exit ${result.status}).`);
+    console.error(`install-tools: ${tool.build ? "go build" : "go install"} ${tool.pkg} failed (exit ${result.status}).`);
     process.exit(1);
   }
   writeFileSync(join(tool.dir, "VERSION"), `${tool.version}\n`);

@@ -120,15 +120,8 @@ export function validateElasticConfig(config: ElasticConsumerGroupConfig): void 
   // Go's order (validateConfig): the partition count, then every partitioning filter,
   // then the membership. Our own checks come after all of Go's, so a config Go rejects
   // gets Go's error.
-  validateMaxMembers(config.max_members);
+  validateStoredElasticConfig(config);
   const pfs = config.partitioning_filters ?? [];
-  pfs.forEach(checkPartitioningFilterGoRules);
-  validateMembership(
-    config.max_members,
-    config.members,
-    config.member_mappings,
-    "the number of unique partition numbers must be equal to the max number of members",
-  );
   pfs.forEach(checkPartitioningFilterSyntax);
   for (let i = 0; i < pfs.length; i++) {
     for (let j = i + 1; j < pfs.length; j++) {
@@ -142,4 +135,24 @@ export function validateElasticConfig(config: ElasticConsumerGroupConfig): void 
       }
     }
   }
+}
+
+/**
+ * Validates an elastic config with Go's `validateConfig` rules only, for configs
+ * already stored (read, watched or edited). A group Go created must be usable from
+ * TypeScript whenever Go accepts it: the server itself only refuses partitioning
+ * filters where one contains the other, so e.g. `ev.a.*` with `ev.*.b` is a valid
+ * Go group that our stricter creation-time overlap check must not reject on read.
+ *
+ * @throws ConsumerGroupError as {@link validateStaticConfig}, plus `INVALID_PARTITIONING_FILTER`
+ */
+export function validateStoredElasticConfig(config: ElasticConsumerGroupConfig): void {
+  validateMaxMembers(config.max_members);
+  (config.partitioning_filters ?? []).forEach(checkPartitioningFilterGoRules);
+  validateMembership(
+    config.max_members,
+    config.members,
+    config.member_mappings,
+    "the number of unique partition numbers must be equal to the max number of members",
+  );
 }

@@ -8,7 +8,7 @@ import { decodeElasticConfig, decodeStaticConfig, encodeElasticConfig, encodeSta
 import { ConsumerGroupError } from "../core/errors.js";
 import { bucketName, configKey, parseConfigKey } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
-import { validateElasticConfig, validateStaticConfig } from "../core/validation.js";
+import { validateStaticConfig, validateStoredElasticConfig } from "../core/validation.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
 
 /** How one flavour's config is stored. */
@@ -32,7 +32,8 @@ export const ELASTIC: Flavour<ElasticConsumerGroupConfig> = {
   kind: "elastic",
   decode: decodeElasticConfig,
   encode: encodeElasticConfig,
-  validate: validateElasticConfig,
+  // Go's rules only: a stored config Go accepts must be readable here (see validateStoredElasticConfig).
+  validate: validateStoredElasticConfig,
 };
 
 /** A config with the KV revision it was read at. */

@@ -1,0 +1,116 @@
+/**
+ * `cg static consume` / `cg elastic consume`: runs one member instance with Go
+ * cg's consumer template, prints one line (or NDJSON object) per message, and
+ * reports the instance's status on stderr. Ctrl-C stops it gracefully: the
+ * message in flight is finished and acked, the instance unpins so a standby takes
+ * over at once, and the exit code is 130 (143 after SIGTERM).
+ */
+import { Option, type Command } from "commander";
+import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import { elasticConsume, staticConsume, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
+import { ExitRequest } from "../errors.js";
+import type { MessageDoc } from "../model.js";
+import { parseDuration } from "../parse.js";
+import { memberEvent, renderEvent, renderMessage } from "../render.js";
+import type { Session } from "../session.js";
+import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
+import { arg } from "./common.js";
+
+/** Go cg's consumer template: explicit acks, one message at a time, AckWait 2 s. */
+export const CONSUMER_TEMPLATE: Partial<ConsumerConfig> = {
+  ack_policy: AckPolicy.Explicit,
+  max_ack_pending: 1,
+  ack_wait: nanos(2000),
+};
+
+/** Default simulated processing time, as Go's `--sleep`. */
+export const DEFAULT_SLEEP = "20ms";
+
+/** The `--sleep` flag of a mode, as Go has it (a mode flag, used by `consume`). */
+export function sleepOption(): Option {
+  return new Option("--sleep <duration>", "simulated processing time per message, for consume").default(DEFAULT_SLEEP).argParser(arg((v) => (parseDuration(v, "--sleep"), v)));
+}
+
+/** The `--sleep` value in ms, from a command or its parents. */
+export function sleepMs(cmd: Command): number {
+  return parseDuration(cmd.optsWithGlobals<{ sleep?: string }>().sleep ?? DEFAULT_SLEEP, "--sleep");
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function ackFailure(err: unknown, seq: number): string {
+  const detail = err instanceof Error ? err.message : String(err);
+  return /no responders|503/i.test(detail)
+    ? `message seq ${seq} can not be acknowledged (most likely because of a membership or pinned id change) it will be or may already have been re-delivered: ${detail}`
+    : `message seq ${seq} can not be acknowledged!: ${detail}`;
+}
+
+/** What to consume. */
+export interface ConsumeTarget {
+  kind: GroupKind;
+  stream: string;
+  group: string;
+  member: string;
+  /** Simulated processing time per message, in ms. */
+  sleepMs: number;
+}
+
+/**
+ * Runs a member instance until a signal or until it stops on its own.
+ *
+ * @throws ExitRequest with 130/143 after a signal; the instance's error when it stopped because of one
+ */
+export async function runConsume(session: Session, target: ConsumeTarget): Promise<void> {
+  const { kind, stream, group, member, sleepMs } = target;
+  const out = session.out;
+  const js = await session.js();
+  const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+    const ts = new Date().toISOString();
+    if (sleepMs > 0) await sleep(sleepMs);
+    let acked = true;
+    try {
+      await msg.ackAck();
+    } catch (err) {
+      acked = false;
+      out.event({ event: "ack_failed", member, ts: new Date().toISOString(), seq: msg.seq, error: ackFailure(err, msg.seq) }, renderEvent);
+    }
+    const doc: MessageDoc = {
+      member,
+      partition: msg.partition,
+      subject: msg.subject,
+      stream_seq: msg.seq,
+      delivered: msg.info.deliveryCount,
+      pin_id: msg.pinId ?? null,
+      ts,
+      acked,
+    };
+    out.record(doc, renderMessage);
+  };
+  const options = { stream, group, member, handler, consumerConfig: CONSUMER_TEMPLATE };
+  const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, options);
+
+  // Subscribe before yielding to the event loop, so no status is missed.
+  const status = instance.status();
+  out.event({ event: "started", member, ts: new Date().toISOString(), kind, stream, group, partitions: instance.partitions(), sleep_ms: sleepMs }, renderEvent);
+  const printed = (async () => {
+    for await (const s of status) out.event(memberEvent(s, member, new Date()), renderEvent);
+  })();
+
+  let received: StopSignal | undefined;
+  const restore = onStopSignal((signal) => {
+    if (received) process.exit(exitCodeFor(signal)); // a second signal: stop waiting
+    received = signal;
+    out.event({ event: "stopping", member, ts: new Date().toISOString(), signal }, renderEvent);
+    void instance.stop();
+  });
+  try {
+    const error = await instance.closed();
+    await printed;
+    if (received) throw new ExitRequest(exitCodeFor(received));
+    if (error) throw error;
+    out.note(`the ${kind} consumer group ${group} on stream ${stream} was deleted: member ${member} stopped`);
+  } finally {
+    restore();
+  }
+}

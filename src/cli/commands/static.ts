@@ -1,0 +1,156 @@
+/**
+ * `cg static …`: static consumer groups, with Go cg's commands, arguments and aliases.
+ */
+import type { Command } from "commander";
+import type { MemberMapping } from "../../index.js";
+import { createStaticGroup, deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../operations.js";
+import { renderCreated, renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
+import { withSession, type Session } from "../session.js";
+import { DELETE_WARNING, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
+import { runConsume, sleepMs, sleepOption } from "./consume.js";
+import { runPrompt } from "./prompt.js";
+
+function printWarnings(session: Session, warnings: readonly string[]): void {
+  for (const w of warnings) session.out.warn(w);
+}
+
+/** Adds `cg static` and its subcommands. */
+export function registerStatic(program: Command): void {
+  const mode = program.command("static").description("static consumer groups mode").addOption(sleepOption());
+  examples(mode, [
+    "cg static create balanced orders billing 4 m1 m2",
+    "cg static info orders billing",
+    "cg static consume orders billing m1",
+    "cg static prompt",
+  ]);
+
+  examples(
+    mode
+      .command("prompt")
+      .description("interactive prompt")
+      .action(async (_opts: unknown, cmd: Command) => withSession(cmd, (s) => runPrompt(s, "static"))),
+    ["cg static prompt"],
+  );
+
+  examples(
+    mode
+      .command("ls")
+      .alias("list")
+      .description("list the consumer groups defined on a stream")
+      .argument("<stream>", "stream name")
+      .action(async (stream: string, _opts: unknown, cmd: Command) =>
+        withSession(cmd, async (s) => s.out.result(await listGroups(await s.js(), "static", stream), renderGroupList)),
+      ),
+    ["cg static ls orders", "cg static list orders --json"],
+  );
+
+  examples(
+    mode
+      .command("info")
+      .description("get static consumer group info: config, active members and the partition → member table")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .action(async (stream: string, group: string, _opts: unknown, cmd: Command) =>
+        withSession(cmd, async (s) => s.out.result(await groupInfo(await s.js(), "static", stream, group), renderInfo)),
+      ),
+    ["cg static info orders billing", "cg static info orders billing --json"],
+  );
+
+  const create = mode.command("create").description("create a static partitioned consumer group");
+  examples(create, ["cg static create balanced orders billing 4 m1 m2", "cg static create mapped orders billing 4 m1:0,1 m2:2,3"]);
+  examples(
+    create
+      .command("balanced")
+      .description("create a static partitioned consumer group with balanced members")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .argument("<max-members>", "max number of members (the number of partitions)", maxMembersArg)
+      .argument("<members...>", "member names")
+      .option("--filter <filter>", "filter(s) on the subject after the partition number, repeatable", collect)
+      .action(async (stream: string, group: string, maxMembers: number, members: string[], opts: { filter?: string[] }, cmd: Command) =>
+        withSession(cmd, async (s) => {
+          const doc = await createStaticGroup(await s.js(), { stream, group, maxMembers, filters: opts.filter ?? [], members });
+          printWarnings(s, doc.warnings);
+          s.out.result(doc, renderCreated);
+        }),
+      ),
+    ["cg static create balanced orders billing 4 m1 m2", "cg static create balanced orders billing 4 m1 m2 --filter 'orders.*'"],
+  );
+  examples(
+    create
+      .command("mapped")
+      .description("create a static partitioned consumer group with member mappings")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .argument("<max-members>", "max number of members (the number of partitions)", maxMembersArg)
+      .argument("<mappings...>", "mappings of members to partition numbers in the format <member>:<partition1>,<partition2>,...", mappingsArg)
+      .option("--filter <filter>", "filter(s) on the subject after the partition number, repeatable", collect)
+      .action(async (stream: string, group: string, maxMembers: number, mappings: MemberMapping[], opts: { filter?: string[] }, cmd: Command) =>
+        withSession(cmd, async (s) => {
+          const doc = await createStaticGroup(await s.js(), { stream, group, maxMembers, filters: opts.filter ?? [], mappings });
+          printWarnings(s, doc.warnings);
+          s.out.result(doc, renderCreated);
+        }),
+      ),
+    ["cg static create mapped orders billing 4 m1:0,1 m2:2,3", "cg static create mapped orders billing 6 m1:0-3 m2:4,5"],
+  );
+
+  examples(
+    mode
+      .command("delete")
+      .alias("rm")
+      .description("delete a static partitioned consumer group (its members stop consuming)")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .option("-f, --force", "force delete the consumer group, without asking")
+      .action(async (stream: string, group: string, opts: { force?: boolean }, cmd: Command) =>
+        withSession(cmd, async (s) => {
+          if (!opts.force) await confirmOrCancel(s, DELETE_WARNING);
+          s.out.result(await deleteGroup(await s.js(), "static", stream, group), renderDeleted);
+        }),
+      ),
+    ["cg static delete orders billing", "cg static rm orders billing -f"],
+  );
+
+  examples(
+    mode
+      .command("member-info")
+      .aliases(["memberinfo", "minfo"])
+      .description("get static consumer group member info")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .argument("<member>", "member name")
+      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
+        withSession(cmd, async (s) => s.out.result(await memberInfo(await s.js(), "static", stream, group, member), renderMemberInfo)),
+      ),
+    ["cg static member-info orders billing m1", "cg static minfo orders billing m1 --json"],
+  );
+
+  examples(
+    mode
+      .command("step-down")
+      .aliases(["stepdown", "sd"])
+      .description("initiate a step down for a member: the server pins another of its instances")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .argument("<member>", "member name")
+      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
+        withSession(cmd, async (s) => s.out.result(await stepDown(await s.js(), "static", stream, group, member), renderStepDown)),
+      ),
+    ["cg static step-down orders billing m1", "cg static sd orders billing m1"],
+  );
+
+  examples(
+    mode
+      .command("consume")
+      .alias("join")
+      .description("join a static partitioned consumer group as a member instance (Ctrl-C to stop)")
+      .argument("<stream>", "stream name")
+      .argument("<name>", "consumer group name")
+      .argument("<member>", "member name")
+      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
+        withSession(cmd, (s) => runConsume(s, { kind: "static", stream, group, member, sleepMs: sleepMs(cmd) })),
+      ),
+    ["cg static consume orders billing m1", "cg static join orders billing m1 --sleep 100ms --json"],
+  );
+}

@@ -1,0 +1,237 @@
+/**
+ * Pure rendering: documents in, text out. The same documents are printed as-is
+ * with `--json`. Texts follow Go's `cg` where they exist.
+ */
+import type { MemberMapping, MemberStatus } from "../index.js";
+import type { CreatedDoc, DeletedDoc, GroupListDoc, InfoDoc, MappingsDoc, MemberEventDoc, MemberInfoDoc, MembersDoc, MessageDoc, PartitionRow, PubDoc, StepDownDoc } from "./model.js";
+import type { Styler } from "./output.js";
+import { formatDuration } from "./parse.js";
+
+/** Go's `%v` of a string or number slice: `[a b c]`. */
+export function list(items: readonly (string | number)[]): string {
+  return `[${items.join(" ")}]`;
+}
+
+/** A mapping in the CLI's input syntax: `m1:0,1`. */
+export function mapping(m: MemberMapping): string {
+  return `${m.member}:${(m.partitions ?? []).join(",")}`;
+}
+
+// eslint-disable-next-line no-control-regex
+const ANSI = /\u001b\[[0-9;]*m/g;
+const width = (text: string): number => [...text.replace(ANSI, "")].length;
+
+/**
+ * Left-aligned columns with a bold header, two spaces apart.
+ *
+ * @param header - column titles
+ * @param rows - cells, already styled if wanted
+ */
+export function table(header: readonly string[], rows: readonly (readonly string[])[], s: Styler): string {
+  const widths = header.map((h, i) => Math.max(width(h), ...rows.map((r) => width(r[i] ?? ""))));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c + " ".repeat((widths[i] ?? 0) - width(c))))
+      .join("  ")
+      .trimEnd();
+  return [s.bold(line(header)), ...rows.map(line)].join("\n");
+}
+
+/** `ls`: `static consumer groups: [g1 g2]`, as Go prints it. */
+export function renderGroupList(doc: GroupListDoc): string {
+  return `${doc.kind} consumer groups: ${list(doc.groups)}`;
+}
+
+/** Above this many partitions, `info` groups consecutive partitions of one member into ranges. */
+export const PARTITION_ROWS_LIMIT = 32;
+
+function partitionTable(rows: readonly PartitionRow[], s: Styler): string {
+  const cells = (p: string, r: PartitionRow): string[] => [p, r.member ?? s.dim("-"), r.member === null ? "" : r.active ? s.green("yes") : s.yellow("no")];
+  if (rows.length <= PARTITION_ROWS_LIMIT) return table(["PARTITION", "MEMBER", "ACTIVE"], rows.map((r) => cells(String(r.partition), r)), s);
+  const runs: { from: number; to: number; row: PartitionRow }[] = [];
+  for (const row of rows) {
+    const last = runs[runs.length - 1];
+    if (last && last.row.member === row.member && last.to === row.partition - 1) last.to = row.partition;
+    else runs.push({ from: row.partition, to: row.partition, row });
+  }
+  return table(["PARTITIONS", "MEMBER", "ACTIVE"], runs.map((r) => cells(r.from === r.to ? String(r.from) : `${r.from}-${r.to}`, r.row)), s);
+}
+
+/** `info`: Go's lines, then the partition → member table. */
+export function renderInfo(doc: InfoDoc, s: Styler): string {
+  const lines: string[] = [];
+  if (doc.kind === "static") {
+    lines.push(`config: max members=${doc.config.max_members}, filters=${list(doc.config.filters ?? [])}`);
+  } else {
+    const c = doc.config;
+    lines.push(`config: max members=${c.max_members}, max buffered msgs=${c.max_buffered_msg ?? 0}, max buffered bytes=${c.max_buffered_bytes ?? 0}`);
+    const pfs = c.partitioning_filters ?? [];
+    if (pfs.length === 0) lines.push("no partitioning filters defined (whole subject used)");
+    for (const pf of pfs) {
+      const w = pf.partitioning_wildcards ?? [];
+      lines.push(`filter=${pf.filter}, partitioning wildcards ${list(w)}${w.length === 0 ? " (whole subject used)" : ""}`);
+    }
+  }
+  const { members, member_mappings: mappings } = doc.config;
+  if (members && members.length > 0) lines.push(`members: ${list(members)}`);
+  else if (mappings && mappings.length > 0) lines.push(`member mappings: ${list(mappings.map(mapping))}`);
+  else lines.push("no members or mappings defined");
+  lines.push(`currently active members: ${list(doc.active_members)}`);
+  lines.push("", partitionTable(doc.partitions, s));
+  return lines.join("\n");
+}
+
+/** `member-info`, with Go's texts (they differ slightly between the flavours). */
+export function renderMemberInfo(doc: MemberInfoDoc, s: Styler): string {
+  const m = doc.member;
+  if (!doc.in_membership) {
+    return doc.kind === "static" ? `member ${m} is not part of the consumer group membership` : `member ${m} is not currently part of the consumer group membership`;
+  }
+  const lines: string[] = [];
+  const warning = `${s.yellow("***Warning***")} member ${m} is part of the consumer group membership but has NO active instance`;
+  if (doc.kind === "static") {
+    lines.push(`member ${m} is part of the consumer group membership`);
+    lines.push(doc.active ? `member ${m} is active` : warning);
+  } else {
+    lines.push(doc.active ? `member ${m} is part of the consumer group membership and is active` : `member ${m} is part of the consumer group membership`);
+    if (!doc.active) lines.push(warning);
+  }
+  lines.push(doc.partitions.length > 0 ? `partitions: ${list(doc.partitions)}` : `member ${m} owns no partitions (more members than partitions?)`);
+  return lines.join("\n");
+}
+
+/** `create`. */
+export function renderCreated(doc: CreatedDoc): string {
+  const c = doc.config;
+  const who = c.members && c.members.length > 0 ? `members ${list(c.members)}` : c.member_mappings && c.member_mappings.length > 0 ? `member mappings ${list(c.member_mappings.map(mapping))}` : "no members yet";
+  return `created ${doc.kind} consumer group ${doc.group} on stream ${doc.stream}: ${c.max_members} partitions, ${who}`;
+}
+
+/** `delete`. */
+export function renderDeleted(doc: DeletedDoc): string {
+  return `deleted ${doc.kind} consumer group ${doc.group} on stream ${doc.stream}`;
+}
+
+/** `step-down`: the text of Go's prompt mode. */
+export function renderStepDown(doc: StepDownDoc): string {
+  return `member ${doc.member} step down initiated`;
+}
+
+/** `add`: `added members: [<full list>]`, as Go prints it. */
+export function renderAdded(doc: MembersDoc): string {
+  return `added members: ${list(doc.members)}`;
+}
+
+/** `drop`: what was dropped, and what remains (Go prints only the latter, labelled "dropped"). */
+export function renderDropped(doc: MembersDoc): string {
+  return `dropped members: ${list(doc.dropped ?? [])}\nremaining members: ${list(doc.members)}`;
+}
+
+/** `create-mapping`. */
+export function renderMappings(doc: MappingsDoc): string {
+  return `member mappings: ${list(doc.member_mappings.map(mapping))}`;
+}
+
+/** `delete-mapping`. */
+export function renderMappingsDeleted(doc: MappingsDoc): string {
+  return `deleted the member mappings of elastic consumer group ${doc.group} on stream ${doc.stream}: it has no members now, so every member idles until members or mappings are set`;
+}
+
+/** The clock part of an ISO timestamp: `12:34:56.789`. */
+const clock = (ts: string): string => ts.slice(11, 23);
+
+/** One `consume` line. */
+export function renderMessage(doc: MessageDoc, s: Styler): string {
+  const outcome = doc.acked ? s.green("acked") : s.red("NOT acked (it will be redelivered)");
+  const redelivered = doc.delivered > 1 ? s.yellow(` delivered=${doc.delivered}`) : "";
+  return `${s.dim(clock(doc.ts))} [${doc.member}] partition=${doc.partition} subject=${doc.subject} seq=${doc.stream_seq}${redelivered} pinnedID=${doc.pin_id ?? "-"} ${outcome}`;
+}
+
+/**
+ * The event document of a member status notification.
+ *
+ * @param status - the notification
+ * @param member - the member name
+ * @param now - the timestamp
+ */
+export function memberEvent(status: MemberStatus, member: string, now: Date): MemberEventDoc {
+  const base = { member, ts: now.toISOString() };
+  switch (status.type) {
+    case "joined":
+      return { event: "joined", ...base, partitions: status.partitions };
+    case "idle":
+      return { event: "idle", ...base, reason: status.reason };
+    case "partitions_changed":
+      return { event: "partitions_changed", ...base, partitions: status.partitions, assigned: status.assigned, revoked: status.revoked };
+    case "config_changed":
+      return { event: "config_changed", ...base, revision: status.revision };
+    case "pinned":
+      return { event: "pinned", ...base, pin_id: status.pinId };
+    case "unpinned":
+      return { event: "unpinned", ...base };
+    case "handler_error":
+      return { event: "handler_error", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq };
+    case "consumer_lost":
+      return { event: "consumer_lost", ...base, reason: status.reason };
+    case "consumer_error":
+      return { event: "consumer_error", ...base, error: status.error.message, code: status.error.code, retry_in_ms: status.retryInMs };
+    case "stopped":
+      return status.error ? { event: "stopped", ...base, error: errorText(status.error) } : { event: "stopped", ...base };
+    default:
+      return { event: (status as { type: string }).type, ...base };
+  }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A member event for people (stderr). */
+export function renderEvent(doc: MemberEventDoc, s: Styler): string {
+  const head = `${s.dim(clock(doc.ts))} [${doc.member}]`;
+  const nums = (key: string): string => list((doc[key] as number[] | undefined) ?? []);
+  switch (doc.event) {
+    case "started":
+      return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))} (Ctrl-C to stop)`;
+    case "joined":
+      return `${head} joined, partitions ${nums("partitions")}`;
+    case "idle":
+      return `${head} ${s.yellow("idle")}: ${String(doc["reason"])}`;
+    case "partitions_changed":
+      return `${head} ${s.cyan("partitions changed")}: now ${nums("partitions")} (assigned ${nums("assigned")}, revoked ${nums("revoked")})`;
+    case "config_changed":
+      return `${head} group config changed (revision ${String(doc["revision"])}), partitions unchanged`;
+    case "pinned":
+      return `${head} ${s.green("pinned")} (pin id ${String(doc["pin_id"])}): this instance is the active one`;
+    case "unpinned":
+      return `${head} ${s.yellow("unpinned")}: this instance is a standby now`;
+    case "handler_error":
+      return `${head} ${s.red("handler error")} on seq ${String(doc["seq"])}: ${String(doc["error"])}`;
+    case "consumer_lost":
+      return `${head} ${s.yellow("consumer lost")} (${String(doc["reason"])}), rejoining`;
+    case "consumer_error":
+      return `${head} ${s.red("error")}: ${String(doc["error"])}; retrying in ${formatDuration(Number(doc["retry_in_ms"]))}`;
+    case "ack_failed":
+      return `${head} ${s.red("ack failed")}: ${String(doc["error"])}`;
+    case "stopping":
+      return `${head} ${String(doc["signal"])} received: finishing the message in flight, then stopping (again to force)`;
+    case "stopped":
+      return doc["error"] ? `${head} ${s.red("stopped")}: ${String(doc["error"])}` : `${head} stopped`;
+    default:
+      return `${head} ${doc.event}`;
+  }
+}
+
+/** The final `pub` summary. */
+export function renderPubSummary(doc: PubDoc, s: Styler): string {
+  const head = doc.interrupted ? s.yellow(`interrupted: published ${doc.published} of ${doc.requested} messages`) : `published ${doc.published} messages`;
+  const where = doc.stream ? ` to stream ${doc.stream} (seq ${doc.first_seq ?? "?"}..${doc.last_seq ?? "?"})` : "";
+  return `${head} on ${doc.keys} keys with subject ${doc.subject_template}${where} in ${formatDuration(doc.elapsed_ms)} (${Math.round(doc.msgs_per_sec)} msgs/s)`;
+}
+
+/** A one-line progress bar: `[#####.....]  50%  5000/10000  8123 msgs/s`. */
+export function renderProgress(done: number, total: number, rate: number, barWidth = 30): string {
+  const fraction = total > 0 ? Math.min(1, done / total) : 1;
+  const filled = Math.round(fraction * barWidth);
+  return `[${"#".repeat(filled)}${".".repeat(barWidth - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}%  ${done}/${total}  ${Math.round(rate)} msgs/s`;
+}
