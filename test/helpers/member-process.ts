@@ -39,7 +39,7 @@ export function startChildMember(settings: { url: string; flavour: "static" | "e
       await m.exited;
     },
   };
-  createInterface({ input: child.stdout! }).on("line", (line) => {
+  createInterface({ input: child.stdout }).on("line", (line) => {
     const ev = JSON.parse(line) as { ev: string; key?: string; seq?: number; at?: number };
     if (ev.ev === "ready") markReady();
     else if (ev.ev === "msg") {

@@ -9,13 +9,20 @@ export interface TcpProxy {
   url: string;
   /** Destroys every proxied connection (both sides), as a lost network would. */
   dropAll(): void;
+  /** Drops every connection and refuses new ones for `ms` (an outage longer than a reconnect). */
+  outage(ms: number): Promise<void>;
   close(): Promise<void>;
 }
 
 /** Starts a proxy on a free loopback port that forwards to 127.0.0.1:`targetPort`. */
 export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  let refusing = false;
   const server: Server = createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const upstream = createConnection({ host: "127.0.0.1", port: targetPort });
     for (const s of [client, upstream]) {
       sockets.add(s);
@@ -34,6 +41,12 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
     url: `nats://127.0.0.1:${port}`,
     dropAll() {
       for (const s of sockets) s.destroy();
+    },
+    async outage(ms) {
+      refusing = true;
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => setTimeout(r, ms));
+      refusing = false;
     },
     async close() {
       for (const s of sockets) s.destroy();
