@@ -122,6 +122,8 @@ export class NatsServer {
     private readonly bin: string,
     private readonly readyTimeoutMs: number,
     private readonly workDir: string,
+    /** The server name (`server_name`), as cluster leaders are reported. */
+    readonly name: string,
   ) {}
 
   /** `nats://127.0.0.1:<port>`. */
@@ -169,7 +171,8 @@ export class NatsServer {
     if (options.extraConfig) lines.push(options.extraConfig);
     const configFile = join(workDir, "server.conf");
     await writeFile(configFile, lines.join("\n") + "\n");
-    const server = new NatsServer(port, monitorPort, storeDir, configFile, version, bin, (options.readyTimeoutSeconds ?? 20) * 1000, workDir);
+    const name = options.name ?? `pcg-${port}`;
+    const server = new NatsServer(port, monitorPort, storeDir, configFile, version, bin, (options.readyTimeoutSeconds ?? 20) * 1000, workDir, name);
     await server.launch(!options.cluster);
     return server;
   }
