@@ -3,6 +3,7 @@
  */
 import type { Command } from "commander";
 import { runDemo } from "../demo/run-demo.js";
+import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
 
 /** Adds the `demo` command to the program. */
 export function registerDemo(program: Command): void {
@@ -23,7 +24,15 @@ export function registerDemo(program: Command): void {
         if (!Number.isInteger(n) || n <= 0) cmd.error(`--${name} must be a positive integer, got "${v}"`, { exitCode: 2, code: "cg.usage" });
         return n;
       };
+      // Ctrl-C stops the demo where it is; runDemo then stops its members and server before we exit.
+      const abort = new AbortController();
+      let stoppedBy: StopSignal | undefined;
+      const removeHandler = onStopSignal((signal) => {
+        stoppedBy = signal;
+        abort.abort();
+      });
       const result = await runDemo({
+        signal: abort.signal,
         ...(explicitServer ? { server: explicitServer } : {}),
         customers: num(opts.customers, "customers"),
         orders: num(opts.orders, "orders"),
@@ -31,7 +40,17 @@ export function registerDemo(program: Command): void {
         handlerMs: Number(opts.handlerMs),
         log: (line) => process.stderr.write(line + "\n"),
         live: process.stderr.isTTY === true && !globals.json,
-      });
+      })
+        .catch((err: unknown) => {
+          if (stoppedBy) return undefined;
+          throw err;
+        })
+        .finally(removeHandler);
+      if (!result) {
+        process.stderr.write("demo interrupted; everything it started was cleaned up\n");
+        process.exitCode = exitCodeFor(stoppedBy ?? "SIGINT");
+        return;
+      }
       const { report } = result;
       if (globals.json) {
         process.stdout.write(

@@ -27,6 +27,8 @@ export interface DemoOptions {
   log: (line: string) => void;
   /** Redraw progress in place (a TTY). */
   live: boolean;
+  /** Aborts the demo (Ctrl-C): it stops where it is and cleans up everything it started. */
+  signal?: AbortSignal;
 }
 
 /** What the demo measured. */
@@ -115,13 +117,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const customers = Array.from({ length: options.customers }, (_, i) => `c${String(i + 1).padStart(2, "0")}`);
     const partitionsOf = new Map(customers.map((c) => [c, partitionOf(`${stream}.${c}.created`, 8, { filter: `${stream}.*.*`, wildcards: [1] })]));
     log(`4. publishing ${options.orders} orders for ${options.customers} customers at ~${options.rate}/s (customer c01 → partition ${partitionsOf.get("c01")}, c02 → ${partitionsOf.get("c02")}, …)`);
-    const publishing = publish(js, stream, customers, options.orders, options.rate, published);
+    const publishing = publish(js, stream, customers, options.orders, options.rate, published, options.signal);
+    publishing.catch(() => undefined); // awaited below; an interruption is reported there
 
     const progress = startProgress(instances, () => handled.length, options);
     const handledAtLeast = (fraction: number): Promise<void> =>
-      new Promise((resolve) => {
+      new Promise((resolve, reject) => {
         const check = (): void => {
-          if (handled.length >= options.orders * fraction) resolve();
+          if (options.signal?.aborted) reject(new Error("the demo was interrupted"));
+          else if (handled.length >= options.orders * fraction) resolve();
           else setTimeout(check, 50);
         };
         check();
@@ -158,7 +162,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
     await publishing;
     const deadline = now() + 60_000;
-    while (new Set(handled.map((h) => `${h.key}/${h.seq}`)).size < options.orders && now() < deadline) await sleep(100);
+    while (new Set(handled.map((h) => `${h.key}/${h.seq}`)).size < options.orders && now() < deadline) {
+      if (options.signal?.aborted) throw new Error("the demo was interrupted");
+      await sleep(100);
+    }
     progress.stop();
 
     const report = checkDelivery(published, handled);
@@ -183,10 +190,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function publish(js: JetStreamClient, stream: string, customers: string[], total: number, rate: number, published: Map<string, number>): Promise<void> {
+async function publish(js: JetStreamClient, stream: string, customers: string[], total: number, rate: number, published: Map<string, number>, signal?: AbortSignal): Promise<void> {
   const actions = ["created", "paid", "packed", "shipped"];
   const startedAt = now();
   for (let n = 0; n < total; n++) {
+    if (signal?.aborted) throw new Error("the demo was interrupted");
     const customer = customers[Math.floor(Math.random() * customers.length)] ?? "c01";
     const seq = (published.get(customer) ?? 0) + 1;
     published.set(customer, seq);
