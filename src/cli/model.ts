@@ -128,3 +128,90 @@ export interface PubDoc {
   /** True when Ctrl-C stopped it early. */
   interrupted: boolean;
 }
+
+/** One member in `describe`. */
+export interface DescribeMemberDoc {
+  member: string;
+  /** The member's durable consumer. */
+  consumer: string;
+  partitions: number[];
+  /** Listed as a member but beyond the partition count: idle. */
+  over_cap: boolean;
+  /** Some instance is pulling. */
+  active: boolean;
+  /** Whether the server has pinned one instance (it does so at the first delivery). */
+  pinned: boolean;
+  pin_id: string | null;
+  pinned_at: string | null;
+  /** Pull requests waiting on the consumer: each running instance keeps one or more. */
+  waiting_pulls: number;
+  /** At most this many standby instances (waiting pulls beyond one; 0 is exact). */
+  standbys_max: number;
+  /** Not yet delivered: the sum over the member's partitions. */
+  pending: number;
+  /** Delivered and not yet acked. */
+  ack_pending: number;
+  redelivered: number;
+  last_delivery: string | null;
+}
+
+/** One partition in `describe`. */
+export interface DescribePartitionDoc {
+  partition: number;
+  owner: string | null;
+  pending: number | null;
+  ack_pending: number | null;
+  /** Known only when the owner's consumer covers only this partition. */
+  redelivered: number | null;
+  last_activity: string | null;
+}
+
+/** One health finding in `describe`, with what it means and what to do. */
+export interface FindingDoc {
+  code: string;
+  severity: "error" | "warning" | "info";
+  member: string | null;
+  partition: number | null;
+  message: string;
+  explanation: string;
+}
+
+/** `describe`. */
+export interface DescribeDoc {
+  kind: GroupKind;
+  stream: string;
+  group: string;
+  config: StaticConsumerGroupConfig | ElasticConsumerGroupConfig;
+  partition_count: number;
+  /** Member → the partitions it owns. */
+  assignment: Record<string, number[]>;
+  summary: { members: number; active: number; pinned: number; standbys_max: number; pending: number; ack_pending: number; redelivered: number };
+  members: DescribeMemberDoc[];
+  partitions: DescribePartitionDoc[];
+  /** Elastic: the work-queue stream's fill (0 max = no limit). */
+  buffer: { messages: number; bytes: number; max_messages: number; max_bytes: number } | null;
+  /** Elastic: source messages not yet in the work-queue stream. */
+  source_lag: number | null;
+  stall_after_ms: number;
+  findings: FindingDoc[];
+  at: string;
+}
+
+/** The rates `top` computes between two refreshes (null: not known yet). */
+export interface TopRatesDoc {
+  /** Time between the two descriptions. */
+  interval_ms: number | null;
+  /** Deliveries settled per second, all members. */
+  handled_per_sec: number | null;
+  /** Per member: deliveries settled per second. */
+  members: Record<string, number | null>;
+  /** Per partition: the change of pending + ack pending per second (negative: draining). */
+  partitions_backlog_per_sec: (number | null)[];
+  /** Elastic: the change of the source lag per second. */
+  source_lag_per_sec: number | null;
+}
+
+/** One `top` refresh: `--json` prints one per line. */
+export interface TopFrameDoc extends DescribeDoc {
+  rates: TopRatesDoc;
+}

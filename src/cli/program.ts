@@ -6,10 +6,13 @@ import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { addConnectionOptions } from "./connect.js";
 import { examples } from "./commands/common.js";
+import { addMetricsOptions } from "./commands/consume.js";
+import { registerDescribe } from "./commands/describe.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerElastic } from "./commands/elastic.js";
 import { registerPub } from "./commands/pub.js";
 import { registerStatic } from "./commands/static.js";
+import { registerTop } from "./commands/top.js";
 import { Output } from "./output.js";
 
 function packageVersion(): string {
@@ -50,6 +53,13 @@ export function buildProgram(options: ProgramOptions = { json: false }): Command
   addConnectionOptions(program);
   registerStatic(program);
   registerElastic(program);
+  // observability: describe, top, and the consume commands' metrics endpoint
+  registerDescribe(program);
+  registerTop(program);
+  for (const mode of ["static", "elastic"]) {
+    const consume = program.commands.find((c) => c.name() === mode)?.commands.find((c) => c.name() === "consume");
+    if (consume) addMetricsOptions(consume);
+  }
   registerPub(program);
   registerDemo(program);
   examples(program, [

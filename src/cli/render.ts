@@ -192,7 +192,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
   const nums = (key: string): string => list((doc[key] as number[] | undefined) ?? []);
   switch (doc.event) {
     case "started":
-      return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))} (Ctrl-C to stop)`;
+      return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))}${typeof doc["metrics_url"] === "string" ? `, metrics at ${doc["metrics_url"]}` : ""} (Ctrl-C to stop)`;
     case "joined":
       return `${head} joined, partitions ${nums("partitions")}`;
     case "idle":

@@ -55,9 +55,32 @@ export type Handler = (msg: ConsumerGroupMessage) => void | Promise<void>;
 
 interface Lane {
   key: string;
-  queue: ConsumerGroupMessage[];
-  running: ConsumerGroupMessage | undefined;
+  queue: LaneMessage[];
+  running: LaneMessage | undefined;
+  /** True while the lane is in the ready list. */
+  ready: boolean;
+  /**
+   * A message of this lane was nak'ed: the lane waits for its redelivery (which sorts
+   * in front of the rest) instead of starting the next message, so order holds.
+   * The timer gives up waiting if the server never redelivers it (e.g. its max_deliver ran out).
+   */
+  awaiting: { seq: number; timer: NodeJS.Timeout } | undefined;
 }
+
+/** A message in a lane: remembers the delay of a nak, to know how long its redelivery may take. */
+class LaneMessage extends ConsumerGroupMessage {
+  nakDelayMs = 0;
+  /** When it was delivered: its AckWait runs from then, not from when its handler starts. */
+  readonly receivedAt = performance.now();
+
+  override nak(delayMs?: number): void {
+    if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
+    super.nak(delayMs);
+  }
+}
+
+/** How many settled stream sequences an instance remembers, to recognise late redeliveries of them. */
+const SETTLED_MEMORY = 8192;
 
 /** Header names of a dead letter. */
 export const DeadLetterHeaders = {
@@ -75,11 +98,18 @@ export const DeadLetterHeaders = {
  */
 export class Dispatcher {
   private readonly lanes = new Map<string, Lane>();
-  private readonly ready: string[] = [];
+  private readonly ready: Lane[] = [];
+  /** Sequences acked or terminated here (bounded, oldest first): a late redelivery of one is settled again, not handled again. */
+  private readonly settled = new Map<number, "ack" | "term">();
   private inFlight = 0;
   private stopping = false;
   private readonly abort = new AbortController();
   private idle: (() => void)[] = [];
+  /** Deliveries that arrived while draining, given back with the rest once the drain is over. */
+  private readonly late: JsMsg[] = [];
+  private drained = false;
+  /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
+  private holdTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly handler: Handler,
@@ -101,19 +131,27 @@ export class Dispatcher {
 
   /** Takes a delivered message. */
   push(m: JsMsg): void {
+    // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
+    const done = this.settled.get(m.seq);
     if (this.stopping) {
-      m.nak();
+      if (done === "ack") m.ack();
+      else if (done === "term") m.term();
+      else if (this.drained) m.nak();
+      else this.late.push(m);
       return;
     }
-    const msg = new ConsumerGroupMessage(m, partitionOfStoredSubject(m.subject));
+    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject));
     this.events.onReceived?.(msg);
+    if (done === "ack") return m.ack();
+    if (done === "term") return m.term();
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { key, queue: [], running: undefined };
+      lane = { key, queue: [], running: undefined, ready: false, awaiting: undefined };
       this.lanes.set(key, lane);
     }
-    if (lane.running?.seq === msg.seq) return; // a redelivery of what is running: the running copy settles it
+    // A redelivery of what is running: the running copy settles it (unless that copy was nak'ed: then this is its retry).
+    if (lane.running?.seq === msg.seq && lane.running.settlement !== "nak") return;
     const same = lane.queue.findIndex((x) => x.seq === msg.seq);
     if (same >= 0) {
       lane.queue[same] = msg; // keep the freshest delivery
@@ -122,8 +160,39 @@ export class Dispatcher {
     let at = lane.queue.length;
     while (at > 0 && (lane.queue[at - 1]?.seq ?? 0) > msg.seq) at--;
     lane.queue.splice(at, 0, msg);
-    if (!lane.running && lane.queue.length === 1) this.ready.push(key);
+    this.schedule(lane);
+    // The server sends fresh messages only once its redelivery queue is empty.
+    if (this.holdTimer && msg.info.deliveryCount === 1) this.release();
     this.pump();
+  }
+
+  /**
+   * Starts nothing until the server has delivered everything it had queued for
+   * redelivery (the first fresh message comes after all of them), or `maxMs` passed.
+   * For an instance that just took the pin over: the server may have moved some of
+   * what the previous instance gave back behind the rest of its redelivery queue
+   * while that instance was still pinned, and the lanes put them back in order only
+   * if they are all there before anything starts.
+   */
+  holdForRedeliveries(maxMs: number): void {
+    if (this.stopping) return;
+    clearTimeout(this.holdTimer);
+    this.holdTimer = setTimeout(() => this.release(), maxMs);
+  }
+
+  private release(): void {
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
+    this.pump();
+  }
+
+  /** Puts a lane in the ready list when its next message may start. */
+  private schedule(lane: Lane): void {
+    if (lane.ready || lane.running) return;
+    const next = lane.queue[0];
+    if (!next || (lane.awaiting && next.seq > lane.awaiting.seq)) return;
+    lane.ready = true;
+    this.ready.push(lane);
   }
 
   private laneOf(msg: ConsumerGroupMessage): string {
@@ -138,29 +207,86 @@ export class Dispatcher {
   }
 
   private pump(): void {
-    while (!this.stopping && this.inFlight < this.policy.maxInFlight && this.ready.length > 0) {
-      const lane = this.lanes.get(this.ready.shift() ?? "");
-      const msg = lane?.queue.shift();
-      if (!lane || !msg || lane.running) continue;
+    while (!this.stopping && !this.holdTimer && this.inFlight < this.policy.maxInFlight && this.ready.length > 0) {
+      const lane = this.ready.shift();
+      if (!lane) continue;
+      lane.ready = false;
+      const msg = lane.queue[0];
+      if (lane.running || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+      lane.queue.shift();
+      if (lane.awaiting) {
+        clearTimeout(lane.awaiting.timer);
+        lane.awaiting = undefined;
+      }
       lane.running = msg;
       this.inFlight += 1;
       void this.run(lane, msg);
     }
   }
 
-  private async run(lane: Lane, msg: ConsumerGroupMessage): Promise<void> {
-    const working = this.policy.workingIntervalMs > 0 ? setInterval(() => msg.settlement === undefined && msg.working(), this.policy.workingIntervalMs) : undefined;
+  /** Whether a lane keeps its order when a message fails or is nak'ed: all but Go's serial mode without retries. */
+  private get ordered(): boolean {
+    return this.policy.mode !== "serial" || this.policy.retry !== undefined;
+  }
+
+  private async run(lane: Lane, msg: LaneMessage): Promise<void> {
+    const working = this.heartbeat(msg);
     try {
       await this.attempt(lane, msg);
     } finally {
-      clearInterval(working);
+      working.stop();
+      const settlement = msg.settlement;
+      if (settlement === "ack" || settlement === "term") this.remember(msg.seq, settlement);
+      else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
       lane.running = undefined;
       this.inFlight -= 1;
-      if (lane.queue.length > 0) this.ready.push(lane.key);
-      else this.lanes.delete(lane.key);
+      this.schedule(lane);
+      this.forgetIfIdle(lane);
       if (this.inFlight === 0) for (const wake of this.idle.splice(0)) wake();
       this.pump();
     }
+  }
+
+  /**
+   * Sends working() every AckWait/2 while the message is unsettled, the first one
+   * AckWait/2 after it was delivered: a message that waited in its lane must not
+   * reach AckWait before the first beat.
+   */
+  private heartbeat(msg: LaneMessage): { stop(): void } {
+    const every = this.policy.workingIntervalMs;
+    if (every <= 0) return { stop: () => undefined };
+    let timer: NodeJS.Timeout | undefined;
+    const beat = (): void => {
+      if (msg.settlement === undefined) msg.working();
+      timer = setTimeout(beat, every);
+    };
+    timer = setTimeout(beat, Math.max(0, msg.receivedAt + every - performance.now()));
+    return { stop: () => clearTimeout(timer) };
+  }
+
+  private remember(seq: number, settlement: "ack" | "term"): void {
+    this.settled.set(seq, settlement);
+    if (this.settled.size > SETTLED_MEMORY) this.settled.delete(this.settled.keys().next().value ?? seq);
+  }
+
+  /**
+   * Holds a lane until its nak'ed message comes back. If it never does (the server
+   * stopped redelivering it), the lane moves on after the nak delay plus two AckWaits.
+   */
+  private awaitRedelivery(lane: Lane, msg: LaneMessage): void {
+    const ackWaitMs = this.policy.workingIntervalMs > 0 ? 2 * this.policy.workingIntervalMs : 30_000;
+    const timer = setTimeout(() => {
+      if (lane.awaiting?.timer !== timer) return;
+      lane.awaiting = undefined;
+      this.schedule(lane);
+      this.forgetIfIdle(lane);
+      this.pump();
+    }, msg.nakDelayMs + 2 * ackWaitMs + 1000);
+    lane.awaiting = { seq: msg.seq, timer };
+  }
+
+  private forgetIfIdle(lane: Lane): void {
+    if (!lane.running && !lane.awaiting && lane.queue.length === 0 && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
   private async attempt(lane: Lane, msg: ConsumerGroupMessage): Promise<void> {
@@ -188,7 +314,7 @@ export class Dispatcher {
         if (attempt >= retry.maxDeliver) {
           if (retry.deadLetter) {
             try {
-              await this.deadLetter(retry.deadLetter, lane.key, msg, error);
+              await this.deadLetter(retry.deadLetter, lane.key, msg, error, attempt);
               return;
             } catch (dlqError) {
               this.events.onHandlerError(dlqError, msg, attempt);
@@ -207,15 +333,17 @@ export class Dispatcher {
     }
   }
 
-  private async deadLetter(target: DeadLetter, laneKey: string, msg: ConsumerGroupMessage, error: unknown): Promise<void> {
+  private async deadLetter(target: DeadLetter, laneKey: string, msg: ConsumerGroupMessage, error: unknown, attempts: number): Promise<void> {
     const h = createHeaders();
     // In elastic groups the origin is in Nats-Stream-Source: "<stream> <seq> …".
-    const source = msg.headers?.get("Nats-Stream-Source")?.split(" ");
+    // (get() returns "" for a missing header, and pinned deliveries always have headers.)
+    const source = msg.headers?.get("Nats-Stream-Source")?.split(" ").filter((t) => t !== "");
     h.set(DeadLetterHeaders.OriginStream, source?.[0] ?? msg.info.stream);
     h.set(DeadLetterHeaders.OriginSequence, source?.[1] ?? String(msg.seq));
     h.set(DeadLetterHeaders.Partition, String(msg.partition));
     h.set(DeadLetterHeaders.Key, this.policy.mode === "key" ? laneKey.slice(1) : this.policy.keyOf(msg));
-    h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount));
+    // Handler runs in all: the server's earlier deliveries plus the attempts made in place.
+    h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
     h.set(DeadLetterHeaders.Subject, msg.subject);
     h.set(DeadLetterHeaders.Error, (error instanceof Error ? error.message : String(error)).replace(/[\r\n]+/g, " ").slice(0, 1024));
     await target.publish(target.subject, msg.data, h);
@@ -225,23 +353,34 @@ export class Dispatcher {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.abort.signal.addEventListener("abort", () => {
+      if (this.abort.signal.aborted) return resolve();
+      // The listener goes when the timer fires: one per backoff would pile up on a long-lived instance.
+      const onAbort = (): void => {
         clearTimeout(timer);
         resolve();
-      });
+      };
+      const timer = setTimeout(() => {
+        this.abort.signal.removeEventListener("abort", onAbort);
+        resolve();
+      }, ms);
+      this.abort.signal.addEventListener("abort", onAbort, { once: true });
     });
   }
 
   /**
    * Stops starting messages, waits up to `timeoutMs` for the ones running, and
-   * nak's everything buffered so that it is redelivered at once.
+   * nak's everything buffered (and whatever arrived meanwhile), in stream order, so
+   * that it is redelivered at once.
    *
+   * @param giveBackAfter - nothing is nak'ed before it settles (the consume's subscription is gone:
+   *   a redelivery the server tried to send to it would go to the back of its queue)
    * @returns true when nothing was left running
    */
-  async drain(timeoutMs: number): Promise<boolean> {
+  async drain(timeoutMs: number, giveBackAfter?: Promise<unknown>): Promise<boolean> {
     this.stopping = true;
     this.abort.abort();
+    clearTimeout(this.holdTimer);
+    this.holdTimer = undefined;
     let finished = this.inFlight === 0;
     if (!finished) {
       let timer: NodeJS.Timeout | undefined;
@@ -251,7 +390,18 @@ export class Dispatcher {
       ]);
       clearTimeout(timer);
     }
-    for (const lane of this.lanes.values()) for (const msg of lane.queue.splice(0)) msg.nak();
+    await giveBackAfter?.catch(() => undefined);
+    // Give back what was not started in stream order: the server redelivers naks in the
+    // order it gets them, and the next owner must get each key's messages in order.
+    const back: { seq: number; nak(): void }[] = this.late.splice(0);
+    for (const lane of this.lanes.values()) {
+      back.push(...lane.queue.splice(0));
+      clearTimeout(lane.awaiting?.timer);
+      lane.awaiting = undefined;
+    }
+    back.sort((a, b) => a.seq - b.seq);
+    for (const msg of back) msg.nak();
+    this.drained = true;
     this.ready.length = 0;
     return finished;
   }

@@ -7,10 +7,14 @@
  * behind buffered messages, and a pinned instance that pulls late loses its pin.
  * The server's `max_ack_pending` bounds the queue.
  */
-import type { ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
+
+/** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
+const REDELIVERY_HOLD_MS = 500;
 
 /** What the runner tells its owner. */
 export interface PinnedConsumerEvents extends DispatchEvents {
@@ -38,9 +42,12 @@ export interface PullSettings {
  */
 export class PinnedConsumer {
   private messages: ConsumerMessages | undefined;
+  private handle: Consumer | undefined;
   private readonly dispatcher: Dispatcher;
   private stopping = false;
   private lastPinId: string | undefined;
+  /** The ack subject of the latest delivery: where the settle barrier is sent. */
+  private lastReply: string | undefined;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -74,6 +81,7 @@ export class PinnedConsumer {
   /** Starts pulling. */
   async start(): Promise<void> {
     const consumer = await this.js.consumers.get(this.stream, this.consumer);
+    this.handle = consumer;
     const messages = await consumer.consume({
       group: PRIORITY_GROUP,
       expires: this.settings.expiresMs,
@@ -102,19 +110,85 @@ export class PinnedConsumer {
 
   private take(m: JsMsg): void {
     const pin = m.headers?.get("Nats-Pin-Id");
+    // Taking the pin over with a redelivery: let the server deliver all of them before starting any.
+    if (pin && pin !== this.lastPinId && m.info.deliveryCount > 1) this.dispatcher.holdForRedeliveries(REDELIVERY_HOLD_MS);
     if (pin) this.lastPinId = pin;
+    this.lastReply = (m as unknown as { reply?: string }).reply || this.lastReply;
     this.dispatcher.push(m);
   }
 
   /**
    * Stops pulling, waits (up to `timeoutMs`) for the handlers in flight, and
    * nak's what was delivered but not started, so it is redelivered at once.
+   * Unless `timeoutMs` is 0 (no handoff, Go's behaviour), it also makes sure that
+   * deliveries already on their way are nak'ed rather than dropped, and that the
+   * server has applied every ack and nak sent before it returns.
    *
    * @returns true when the handlers in flight finished within the timeout
    */
   async stop(timeoutMs: number): Promise<boolean> {
     this.stopping = true;
+    const handoff = timeoutMs > 0;
+    const delivered = handoff ? this.drainDeliveries(Math.min(timeoutMs, 2000)).then(() => this.forgetPulls()) : undefined;
+    // From here on the dispatcher starts nothing and holds whatever still arrives; it
+    // gives everything back (nak) once the subscription is gone and the handlers are done.
+    const drained = this.dispatcher.drain(timeoutMs, delivered);
+    await delivered;
     this.messages?.stop();
-    return this.dispatcher.drain(timeoutMs);
+    const finished = await drained;
+    if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
+    return finished;
+  }
+
+  /**
+   * nats.js stops a consume by unsubscribing at once, dropping deliveries already
+   * sent: they would stay pending until AckWait, and whoever consumes next would get
+   * later messages of their keys first. Draining the consume's subscription (UNSUB,
+   * then a round trip) hands them to the dispatcher instead, which nak's them. Once it
+   * resolves the server knows nobody listens: it no longer tries our pulls (a redelivery
+   * it failed to send there would go to the back of its queue, after later messages).
+   */
+  private async drainDeliveries(timeoutMs: number): Promise<void> {
+    const sub = (this.messages as unknown as { sub?: Subscription } | undefined)?.sub;
+    if (!sub || sub.isClosed() || sub.isDraining()) return;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([sub.drain(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+    } catch {
+      // the connection is closing: nothing more arrives anyway
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Our pull requests stay in the consumer's waiting list after the unsubscribe. The
+   * server moves a redelivery it picked for one of them, found without interest, to the
+   * back of its redelivery queue: each of them would put a message we give back behind
+   * later ones. Asking for the consumer's info makes the server drop them first.
+   */
+  private async forgetPulls(): Promise<void> {
+    try {
+      await this.handle?.info(false);
+    } catch {
+      // the consumer is gone: nothing is redelivered from it
+    }
+  }
+
+  /**
+   * The server applies acks and naks asynchronously, in order, and drops the ones
+   * still queued when the consumer is deleted: an ack lost that way means the message
+   * is handled again by the next owner, a nak not yet applied that a standby gets
+   * later messages first. A request on the consumer's ack subject is answered once
+   * everything sent before it is applied (`+WPI` changes nothing on a settled message).
+   */
+  private async settleBarrier(timeoutMs: number): Promise<void> {
+    const nc = (this.js as unknown as { nc?: NatsConnection }).nc;
+    if (!nc || !this.lastReply || nc.isClosed()) return;
+    try {
+      await nc.request(this.lastReply, "+WPI", { timeout: timeoutMs });
+    } catch {
+      // no consumer any more (no responders), or no answer in time: nothing to wait for
+    }
   }
 }

@@ -9,7 +9,8 @@ import { Option, type Command } from "commander";
 import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import { elasticConsume, staticConsume, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
-import { ExitRequest } from "../errors.js";
+import { ExitRequest, UsageError } from "../errors.js";
+import { DEFAULT_METRICS_HOST, parseMetricsPort, startMetricsEndpoint, type MetricsEndpoint, type MetricsEndpointOptions } from "../metrics-endpoint.js";
 import type { MessageDoc } from "../model.js";
 import { parseDuration } from "../parse.js";
 import { memberEvent, renderEvent, renderMessage } from "../render.js";
@@ -54,6 +55,30 @@ export interface ConsumeTarget {
   member: string;
   /** Simulated processing time per message, in ms. */
   sleepMs: number;
+  /** Serve Prometheus metrics here while consuming (default: `--metrics-port`/`--metrics-host` of the command line). */
+  metrics?: MetricsEndpointOptions;
+}
+
+/** The metrics endpoint the consume command being run asked for (set by its preAction hook, taken by {@link runConsume}). */
+let requestedMetrics: MetricsEndpointOptions | undefined;
+
+/**
+ * Adds `--metrics-port` and `--metrics-host` to a consume command: with a port,
+ * {@link runConsume} serves the member's metrics in the Prometheus text format.
+ */
+export function addMetricsOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option("--metrics-port <port>", "serve the member's metrics for Prometheus at http://<metrics-host>:<port>/metrics (0 picks a free port, printed on stderr)").argParser(arg(parseMetricsPort)))
+    .addOption(new Option("--metrics-host <host>", "the address the metrics endpoint listens on").default(DEFAULT_METRICS_HOST))
+    .hook("preAction", (_hooked, action) => {
+      const opts = action.opts<{ metricsPort?: number; metricsHost: string }>();
+      if (opts.metricsPort === undefined) {
+        if (action.getOptionValueSource("metricsHost") === "cli") throw new UsageError("--metrics-host needs --metrics-port");
+        requestedMetrics = undefined;
+        return;
+      }
+      requestedMetrics = { port: opts.metricsPort, host: opts.metricsHost };
+    });
 }
 
 /**
@@ -62,6 +87,18 @@ export interface ConsumeTarget {
  * @throws ExitRequest with 130/143 after a signal; the instance's error when it stopped because of one
  */
 export async function runConsume(session: Session, target: ConsumeTarget): Promise<void> {
+  const metrics = target.metrics ?? requestedMetrics;
+  requestedMetrics = undefined;
+  // Listen first: a busy port fails the command before the member joins.
+  const endpoint: MetricsEndpoint | undefined = metrics ? await startMetricsEndpoint(metrics) : undefined;
+  try {
+    await consumeUntilStopped(session, target, endpoint);
+  } finally {
+    await endpoint?.close();
+  }
+}
+
+async function consumeUntilStopped(session: Session, target: ConsumeTarget, endpoint: MetricsEndpoint | undefined): Promise<void> {
   const { kind, stream, group, member, sleepMs } = target;
   const out = session.out;
   const js = await session.js();
@@ -87,12 +124,12 @@ export async function runConsume(session: Session, target: ConsumeTarget): Promi
     };
     out.record(doc, renderMessage);
   };
-  const options = { stream, group, member, handler, consumerConfig: CONSUMER_TEMPLATE };
+  const options = { stream, group, member, handler, consumerConfig: CONSUMER_TEMPLATE, ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}) };
   const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, options);
 
   // Subscribe before yielding to the event loop, so no status is missed.
   const status = instance.status();
-  out.event({ event: "started", member, ts: new Date().toISOString(), kind, stream, group, partitions: instance.partitions(), sleep_ms: sleepMs }, renderEvent);
+  out.event({ event: "started", member, ts: new Date().toISOString(), kind, stream, group, partitions: instance.partitions(), sleep_ms: sleepMs, ...(endpoint ? { metrics_url: endpoint.url } : {}) }, renderEvent);
   const printed = (async () => {
     for await (const s of status) out.event(memberEvent(s, member, new Date()), renderEvent);
   })();

@@ -1,0 +1,597 @@
+/**
+ * The Dispatcher's scheduling, without a server: messages are plain objects with
+ * the JsMsg surface ConsumerGroupMessage uses (subject, seq, data, headers, info,
+ * ack/nak/working/term/ackAck), recording how they were settled. Covers per-lane
+ * order, redeliveries (in front, deduplicated, crossing an ack), maxInFlight, a
+ * nak'ed message holding its lane, drain, retries with backoff, dead letters and
+ * blocked lanes.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import type { JsMsg } from "@nats-io/jetstream";
+import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
+import { Dispatcher, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
+import type { ConsumerGroupMessage } from "../../src/nats/message.js";
+import { waitFor } from "../helpers/nats.js";
+
+const enc = new TextEncoder();
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** One delivery of a stored message, recording what the dispatcher did with it. */
+interface FakeMsg {
+  readonly js: JsMsg;
+  readonly seq: number;
+  readonly key: string;
+  readonly calls: string[];
+}
+
+/**
+ * A delivery of stream sequence `seq`, stored as `<partition>.orders.<key>`.
+ *
+ * @param deliveryCount - the server's delivery count of this delivery
+ */
+function delivery(seq: number, key: string, partition = 0, deliveryCount = 1, hdrs?: MsgHdrs): FakeMsg {
+  const calls: string[] = [];
+  const subject = `${partition}.orders.${key}`;
+  const js = {
+    subject,
+    seq,
+    sid: 1,
+    data: enc.encode(JSON.stringify({ key, seq })),
+    headers: hdrs,
+    redelivered: deliveryCount > 1,
+    info: {
+      domain: "",
+      stream: "ORDERS",
+      consumer: "g-m1",
+      deliveryCount,
+      streamSequence: seq,
+      deliverySequence: seq,
+      timestampNanos: 0,
+      pending: 0,
+      redelivered: deliveryCount > 1,
+    },
+    time: new Date(0),
+    timestamp: new Date(0).toISOString(),
+    timestampNanos: 0n,
+    ack: () => void calls.push("ack"),
+    nak: (ms?: number) => void calls.push(ms === undefined ? "nak" : `nak(${ms})`),
+    working: () => void calls.push("working"),
+    term: (reason?: string) => void calls.push(reason ? `term(${reason})` : "term"),
+    ackAck: () => {
+      calls.push("ackAck");
+      return Promise.resolve(true);
+    },
+    next: () => undefined,
+    string: () => JSON.stringify({ key, seq }),
+    json: () => ({ key, seq }),
+  } as unknown as JsMsg;
+  return { js, seq, key, calls };
+}
+
+/** What the events reported. */
+interface Recorded {
+  handled: number[];
+  errors: { seq: number; attempt: number }[];
+  deadLettered: { seq: number; subject: string }[];
+  blocked: { lane: string; seq: number }[];
+  received: number[];
+}
+
+function recorder(): { events: DispatchEvents; log: Recorded } {
+  const log: Recorded = { handled: [], errors: [], deadLettered: [], blocked: [], received: [] };
+  return {
+    log,
+    events: {
+      onHandlerError: (_e, msg, attempt) => void log.errors.push({ seq: msg.seq, attempt }),
+      onDeadLettered: (msg, _e, subject) => void log.deadLettered.push({ seq: msg.seq, subject }),
+      onBlocked: (lane, msg) => void log.blocked.push({ lane, seq: msg.seq }),
+      onHandled: (msg) => void log.handled.push(msg.seq),
+      onReceived: (msg) => void log.received.push(msg.seq),
+    },
+  };
+}
+
+const keyOf = (msg: ConsumerGroupMessage): string => msg.subject.split(".")[1] ?? "";
+
+function policy(overrides: Partial<DispatchPolicy> = {}): DispatchPolicy {
+  return { mode: "key", maxInFlight: 16, keyOf, workingIntervalMs: 0, ...overrides };
+}
+
+/** A handler whose runs are released by hand, recording starts and overlaps per key. */
+class Gate {
+  readonly started: number[] = [];
+  readonly running = new Map<number, () => void>();
+  maxRunning = 0;
+  private readonly perKey = new Map<string, number>();
+  overlaps = 0;
+
+  readonly handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+    const key = keyOf(msg);
+    this.started.push(msg.seq);
+    this.perKey.set(key, (this.perKey.get(key) ?? 0) + 1);
+    if ((this.perKey.get(key) ?? 0) > 1) this.overlaps += 1;
+    this.maxRunning = Math.max(this.maxRunning, this.running.size + 1);
+    await new Promise<void>((resolve) => this.running.set(msg.seq, resolve));
+    this.perKey.set(key, (this.perKey.get(key) ?? 1) - 1);
+  };
+
+  /** Lets the handler of `seq` return (after it started). */
+  async release(seq: number): Promise<void> {
+    await waitFor(() => this.running.has(seq), 2000, `handler of seq ${seq} to start (started: ${this.started.join(",")})`, 1);
+    const resolve = this.running.get(seq);
+    this.running.delete(seq);
+    resolve?.();
+    await sleep(1);
+  }
+}
+
+describe("dispatcher - scheduling (no server)", () => {
+  test("dispatcher - serial: one at a time in delivery order, each acked before the next starts", async () => {
+    const { events, log } = recorder();
+    const order: string[] = [];
+    const msgs = [1, 2, 3, 4].map((s) => delivery(s, `k${s % 2}`));
+    const d = new Dispatcher(
+      async (msg) => {
+        const m = msgs.find((x) => x.seq === msg.seq);
+        order.push(`start ${msg.seq} (prev acked: ${msgs.filter((x) => x.seq < msg.seq).every((x) => x.calls.includes("ack"))})`);
+        await sleep(2);
+        assert.ok(m);
+      },
+      policy({ mode: "serial", maxInFlight: 1 }),
+      events,
+    );
+    for (const m of msgs) d.push(m.js);
+    assert.equal(d.running, 1, "one handler runs in serial mode");
+    assert.equal(d.size, 4);
+    await waitFor(() => log.handled.length === 4, 2000, "4 handled");
+    assert.deepEqual(log.handled, [1, 2, 3, 4]);
+    assert.deepEqual(order, [1, 2, 3, 4].map((s) => `start ${s} (prev acked: true)`));
+    for (const m of msgs) assert.deepEqual(m.calls, ["ack"]);
+    assert.deepEqual(log.received, [1, 2, 3, 4]);
+    assert.equal(d.size, 0);
+    assert.equal(await d.drain(100), true);
+  });
+
+  test("dispatcher - key: keys run in parallel, one key never overlaps itself, and each key keeps its order", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", maxInFlight: 8 }), events);
+    // k0: 1, 3, 5; k1: 2, 4; k2: 6
+    const msgs = [delivery(1, "k0"), delivery(2, "k1"), delivery(3, "k0"), delivery(4, "k1"), delivery(5, "k0"), delivery(6, "k2")];
+    for (const m of msgs) d.push(m.js);
+    assert.deepEqual([...gate.started].sort((a, b) => a - b), [1, 2, 6], "the heads of the three keys start at once");
+    await gate.release(2);
+    assert.deepEqual(gate.started.slice(3), [4], "k1 moves on once its first message is done");
+    await gate.release(1);
+    await gate.release(4);
+    await gate.release(3);
+    await gate.release(6);
+    await gate.release(5);
+    await waitFor(() => log.handled.length === 6, 2000, "6 handled");
+    assert.deepEqual(log.handled, [2, 1, 4, 3, 6, 5]);
+    assert.equal(gate.overlaps, 0, "no two handlers of one key at once");
+    for (const m of msgs) assert.deepEqual(m.calls, ["ack"]);
+  });
+
+  test("dispatcher - partition: lanes are partitions, whatever the key", async () => {
+    const { events, log } = recorder();
+    const started: number[] = [];
+    const release = new Map<number, () => void>();
+    const d = new Dispatcher(
+      async (msg) => {
+        started.push(msg.seq);
+        await new Promise<void>((r) => release.set(msg.seq, r));
+      },
+      policy({ mode: "partition", maxInFlight: 8 }),
+      events,
+    );
+    d.push(delivery(1, "a", 3).js);
+    d.push(delivery(2, "b", 3).js); // same partition, other key: waits
+    d.push(delivery(3, "a", 4).js); // other partition: runs
+    assert.deepEqual(started, [1, 3]);
+    release.get(1)?.();
+    await waitFor(() => started.length === 3, 2000, "seq 2 to start");
+    assert.deepEqual(started, [1, 3, 2]);
+    release.get(2)?.();
+    release.get(3)?.();
+    await waitFor(() => log.handled.length === 3, 2000, "3 handled");
+  });
+
+  test("dispatcher - maxInFlight caps the handlers running at once, across lanes", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", maxInFlight: 2 }), events);
+    for (let s = 1; s <= 6; s++) d.push(delivery(s, `k${s}`).js);
+    assert.equal(d.running, 2);
+    assert.equal(d.size, 6);
+    assert.deepEqual(gate.started, [1, 2]);
+    for (let s = 1; s <= 6; s++) await gate.release(s);
+    await waitFor(() => log.handled.length === 6, 2000, "6 handled");
+    assert.equal(gate.maxRunning, 2, "never more than maxInFlight at once");
+    assert.deepEqual(gate.started, [1, 2, 3, 4, 5, 6], "lanes start in the order they became ready");
+  });
+
+  test("dispatcher - a redelivered lower sequence goes in front of its lane's later messages", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key" }), events);
+    d.push(delivery(5, "k").js); // runs
+    d.push(delivery(7, "k").js);
+    d.push(delivery(8, "k").js);
+    d.push(delivery(6, "k", 0, 2).js); // e.g. redelivered after AckWait: belongs before 7
+    await gate.release(5);
+    await gate.release(6);
+    await gate.release(7);
+    await gate.release(8);
+    await waitFor(() => log.handled.length === 4, 2000, "4 handled");
+    assert.deepEqual(log.handled, [5, 6, 7, 8]);
+  });
+
+  test("dispatcher - redeliveries of a running or buffered message are not handled twice", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key" }), events);
+    const first = delivery(1, "k");
+    const queued = delivery(2, "k");
+    d.push(first.js);
+    d.push(queued.js);
+    const runningAgain = delivery(1, "k", 0, 2);
+    const queuedAgain = delivery(2, "k", 0, 2);
+    d.push(runningAgain.js); // dropped: the running copy settles it
+    d.push(queuedAgain.js); // replaces the buffered copy
+    assert.equal(d.size, 2);
+    await gate.release(1);
+    await gate.release(2);
+    await waitFor(() => log.handled.length === 2, 2000, "2 handled");
+    assert.deepEqual(gate.started, [1, 2]);
+    assert.deepEqual(first.calls, ["ack"]);
+    assert.deepEqual(runningAgain.calls, []);
+    assert.deepEqual(queued.calls, [], "the older buffered copy is superseded");
+    assert.deepEqual(queuedAgain.calls, ["ack"], "the freshest copy is the one handled and acked");
+  });
+
+  test("dispatcher - a redelivery that crosses the ack is acked again, not handled again", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key" }), events);
+    d.push(delivery(1, "k").js);
+    d.push(delivery(2, "k").js);
+    await gate.release(1);
+    // seq 2 runs now; the server redelivers seq 1 (sent before our ack reached it)
+    const late = delivery(1, "k", 0, 2);
+    d.push(late.js);
+    await gate.release(2);
+    await waitFor(() => log.handled.length === 2, 2000, "2 handled");
+    await sleep(10);
+    assert.deepEqual(gate.started, [1, 2], "seq 1 is handled once");
+    assert.deepEqual(late.calls, ["ack"], "the late copy is acked so the server stops redelivering it");
+  });
+
+  test("dispatcher - a message the handler nak'ed holds its lane until it is redelivered, then the lane goes on in order", async () => {
+    const { events } = recorder();
+    const starts: string[] = [];
+    let nakOnce = true;
+    const d = new Dispatcher(
+      (msg) => {
+        starts.push(`${keyOf(msg)}/${msg.seq}#${msg.info.deliveryCount}`);
+        if (msg.seq === 1 && nakOnce) {
+          nakOnce = false;
+          msg.nak();
+        }
+      },
+      policy({ mode: "key", workingIntervalMs: 5_000 }),
+      events,
+    );
+    const first = delivery(1, "k");
+    d.push(first.js);
+    d.push(delivery(2, "k").js);
+    d.push(delivery(3, "other").js);
+    await waitFor(() => starts.length === 2, 2000, "k/1 and other/3 to run");
+    await sleep(20);
+    assert.deepEqual(starts, ["k/1#1", "other/3#1"], "k/2 waits for the redelivery of k/1");
+    assert.deepEqual(first.calls, ["nak"]);
+    assert.equal(d.size, 1, "k/2 is buffered");
+    const again = delivery(1, "k", 0, 2);
+    d.push(again.js);
+    await waitFor(() => starts.length === 4, 2000, "k/1 again, then k/2");
+    assert.deepEqual(starts, ["k/1#1", "other/3#1", "k/1#2", "k/2#1"]);
+    assert.deepEqual(again.calls, ["ack"]);
+    assert.equal(await d.drain(100), true);
+  });
+
+  test("dispatcher - a nak'ed message that never comes back releases its lane after the nak delay plus two AckWaits", async () => {
+    const { events, log } = recorder();
+    let t0 = 0;
+    const d = new Dispatcher(
+      (msg) => {
+        if (msg.seq === 1) {
+          t0 = performance.now();
+          msg.nak(30);
+        }
+      },
+      policy({ mode: "key", workingIntervalMs: 10 }), // AckWait 20 ms: released after 30 + 40 + 1000 ms
+      events,
+    );
+    d.push(delivery(1, "k").js);
+    d.push(delivery(2, "k").js);
+    await waitFor(() => log.handled.includes(2), 5000, "k/2 to run after the hold");
+    assert.ok(performance.now() - t0 >= 1000, "the lane was held");
+    assert.equal(await d.drain(100), true);
+  });
+
+  test("dispatcher - working() is timed from the delivery: a message that waited in its lane gets its first beat when it starts", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", workingIntervalMs: 40 }), events);
+    const first = delivery(1, "k");
+    const waited = delivery(2, "k");
+    d.push(first.js);
+    d.push(waited.js);
+    await sleep(100); // seq 2 waits in the lane longer than AckWait/2
+    assert.ok(first.calls.filter((c) => c === "working").length >= 1, "the running message beats");
+    assert.deepEqual(waited.calls, [], "a buffered message does not beat");
+    await gate.release(1);
+    await waitFor(() => gate.running.has(2), 1000, "seq 2 to start");
+    await sleep(10);
+    assert.deepEqual(waited.calls, ["working"], "seq 2 beats as soon as it starts, not AckWait/2 later");
+    await gate.release(2);
+    await waitFor(() => log.handled.length === 2, 1000, "2 handled");
+    assert.equal(waited.calls.at(-1), "ack");
+  });
+
+  test("dispatcher - after taking the pin over, nothing starts until the redeliveries are in (first fresh delivery, or the cap)", async () => {
+    const { events, log } = recorder();
+    const d = new Dispatcher(() => undefined, policy({ mode: "key" }), events);
+    d.holdForRedeliveries(5_000);
+    // The server moved k/10 behind k/12 in its redelivery queue; a fresh message comes last.
+    d.push(delivery(12, "k", 0, 2).js);
+    d.push(delivery(10, "k", 0, 2).js);
+    await sleep(20);
+    assert.deepEqual(log.handled, [], "held while only redeliveries arrive");
+    d.push(delivery(20, "k").js);
+    await waitFor(() => log.handled.length === 3, 1000, "3 handled");
+    assert.deepEqual(log.handled, [10, 12, 20], "in stream order once released");
+
+    const capped = recorder();
+    const e = new Dispatcher(() => undefined, policy({ mode: "key" }), capped.events);
+    e.holdForRedeliveries(50);
+    e.push(delivery(3, "k", 0, 2).js);
+    await waitFor(() => capped.log.handled.length === 1, 2000, "released by the cap when no fresh message comes");
+  });
+
+  test("dispatcher - serial without retries is Go's: a failure is nak'ed and the instance moves on", async () => {
+    const { events, log } = recorder();
+    const started: number[] = [];
+    const d = new Dispatcher(
+      (msg) => {
+        started.push(msg.seq);
+        if (msg.seq === 1) throw new Error("boom");
+      },
+      policy({ mode: "serial", maxInFlight: 1 }),
+      events,
+    );
+    const one = delivery(1, "k");
+    const two = delivery(2, "k");
+    d.push(one.js);
+    d.push(two.js);
+    await waitFor(() => log.handled.length === 1, 2000, "seq 2 handled");
+    assert.deepEqual(started, [1, 2]);
+    assert.deepEqual(one.calls, ["nak"]);
+    assert.deepEqual(two.calls, ["ack"]);
+    assert.deepEqual(log.errors, [{ seq: 1, attempt: 1 }]);
+  });
+
+  test("dispatcher - retries in place with backoff and heartbeats, holding only the failing lane", async () => {
+    const { events, log } = recorder();
+    const attempts = new Map<number, number>();
+    const backoffs: number[] = [];
+    const retry: RetryPolicy = {
+      maxDeliver: 5,
+      backoffMs: (attempt) => {
+        backoffs.push(attempt);
+        return 30;
+      },
+    };
+    const started: string[] = [];
+    const d = new Dispatcher(
+      (msg) => {
+        const n = (attempts.get(msg.seq) ?? 0) + 1;
+        attempts.set(msg.seq, n);
+        started.push(`${msg.seq}#${n}`);
+        if (msg.seq === 1 && n < 3) throw new Error(`fail ${n}`);
+      },
+      policy({ mode: "key", retry, workingIntervalMs: 10 }),
+      events,
+    );
+    const one = delivery(1, "k");
+    d.push(one.js);
+    d.push(delivery(2, "k").js);
+    d.push(delivery(3, "other").js);
+    await waitFor(() => log.handled.length === 3, 3000, "3 handled");
+    assert.deepEqual(log.handled, [3, 1, 2], "the other key is not held up by the retries");
+    assert.deepEqual(started.filter((s) => !s.startsWith("3")), ["1#1", "1#2", "1#3", "2#1"]);
+    assert.deepEqual(backoffs, [1, 2]);
+    assert.deepEqual(log.errors, [
+      { seq: 1, attempt: 1 },
+      { seq: 1, attempt: 2 },
+    ]);
+    assert.ok(one.calls.includes("working"), "working() is sent while the message waits between attempts");
+    assert.equal(one.calls.filter((c) => c !== "working").join(","), "ack", "acked once, never nak'ed");
+  });
+
+  test("dispatcher - after maxDeliver attempts the message is dead-lettered with its origin, terminated, and its key moves on", async () => {
+    const { events, log } = recorder();
+    const published: { subject: string; data: string; headers: MsgHdrs }[] = [];
+    const retry: RetryPolicy = {
+      maxDeliver: 3,
+      backoffMs: () => 1,
+      deadLetter: {
+        subject: "dlq.orders",
+        publish: (subject, payload, h) => {
+          published.push({ subject, data: new TextDecoder().decode(payload), headers: h });
+          return Promise.resolve();
+        },
+      },
+    };
+    let calls = 0;
+    const d = new Dispatcher(
+      (msg) => {
+        if (msg.seq === 1) {
+          calls += 1;
+          throw new Error("bad\nrecord");
+        }
+      },
+      policy({ mode: "key", retry }),
+      events,
+    );
+    const src = createHeaders();
+    src.set("Nats-Stream-Source", "ORIGIN 42 orders.> 0.orders.k");
+    const bad = delivery(1, "k", 7, 1, src);
+    d.push(bad.js);
+    d.push(delivery(2, "k", 7).js);
+    await waitFor(() => log.handled.includes(2), 2000, "k/2 handled after the dead letter");
+    assert.equal(calls, 3);
+    assert.equal(published.length, 1);
+    const dl = published[0];
+    assert.ok(dl);
+    assert.equal(dl.subject, "dlq.orders");
+    assert.equal(dl.data, JSON.stringify({ key: "k", seq: 1 }));
+    assert.equal(dl.headers.get("Pcg-Origin-Stream"), "ORIGIN");
+    assert.equal(dl.headers.get("Pcg-Origin-Sequence"), "42");
+    assert.equal(dl.headers.get("Pcg-Partition"), "7");
+    assert.equal(dl.headers.get("Pcg-Key"), "k");
+    assert.equal(dl.headers.get("Pcg-Delivery-Count"), "3", "the handler ran 3 times");
+    assert.equal(dl.headers.get("Pcg-Error"), "bad record");
+    assert.equal(dl.headers.get("Pcg-Subject"), "orders.k", "the subject without the partition token");
+    assert.deepEqual(bad.calls, ["term(dead-lettered to dlq.orders)"]);
+    assert.deepEqual(log.deadLettered, [{ seq: 1, subject: "dlq.orders" }]);
+    // A late redelivery of the terminated message is terminated again, not handled.
+    const late = delivery(1, "k", 7, 2);
+    d.push(late.js);
+    assert.deepEqual(late.calls, ["term"]);
+    assert.equal(calls, 3);
+  });
+
+  test("dispatcher - a dead letter from a static group (no Nats-Stream-Source, but a pin header) names the consumer's stream and sequence", async () => {
+    const { events } = recorder();
+    const published: MsgHdrs[] = [];
+    const retry: RetryPolicy = { maxDeliver: 1, backoffMs: () => 1, deadLetter: { subject: "dlq", publish: (_s, _p, h) => Promise.resolve(void published.push(h)) } };
+    const d = new Dispatcher(
+      () => {
+        throw new Error("no");
+      },
+      policy({ mode: "partition", retry }),
+      events,
+    );
+    const pin = createHeaders();
+    pin.set("Nats-Pin-Id", "abc");
+    d.push(delivery(9, "k", 2, 4, pin).js);
+    await waitFor(() => published.length === 1, 2000, "a dead letter");
+    const h = published[0];
+    assert.equal(h?.get("Pcg-Origin-Stream"), "ORDERS");
+    assert.equal(h?.get("Pcg-Origin-Sequence"), "9");
+    assert.equal(h?.get("Pcg-Partition"), "2");
+    assert.equal(h?.get("Pcg-Key"), "k", "the key comes from keyOf outside key mode");
+    assert.equal(h?.get("Pcg-Delivery-Count"), "4", "3 earlier deliveries plus 1 attempt");
+  });
+
+  test("dispatcher - without a dead-letter subject the key blocks (reported once) while other keys go on", async () => {
+    const { events, log } = recorder();
+    const retry: RetryPolicy = { maxDeliver: 2, backoffMs: () => 5 };
+    let attempts = 0;
+    const d = new Dispatcher(
+      (msg) => {
+        if (keyOf(msg) === "stuck") {
+          attempts += 1;
+          throw new Error("always");
+        }
+      },
+      policy({ mode: "key", retry }),
+      events,
+    );
+    const stuck = delivery(1, "stuck");
+    d.push(stuck.js);
+    d.push(delivery(2, "stuck").js);
+    for (let s = 3; s <= 6; s++) d.push(delivery(s, `ok${s}`).js);
+    await waitFor(() => log.handled.length === 4 && attempts >= 6, 3000, "other keys handled while stuck/1 retries");
+    assert.deepEqual(log.blocked, [{ lane: "stuck", seq: 1 }], "blocked is reported once");
+    assert.ok(!log.handled.includes(2), "the key's later message waits");
+    assert.equal(d.size, 2);
+    // Draining aborts the backoff: the blocked message and the one behind it are nak'ed.
+    assert.equal(await d.drain(1000), true);
+    assert.ok(stuck.calls.includes("nak"));
+    assert.ok(!stuck.calls.includes("ack") && !stuck.calls.includes("term"));
+  });
+
+  test("dispatcher - drain: running handlers finish with a confirmed ack, buffered messages are nak'ed, later deliveries too", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", maxInFlight: 1 }), events);
+    const running = delivery(1, "a");
+    const buffered = [delivery(2, "a"), delivery(3, "b")];
+    d.push(running.js);
+    for (const m of buffered) d.push(m.js);
+    const drained = d.drain(5000);
+    await sleep(20);
+    assert.deepEqual(running.calls, [], "the running handler is waited for");
+    for (const m of buffered) assert.deepEqual(m.calls, [], "buffered messages are nak'ed only once the running ones are done");
+    const late = delivery(4, "c");
+    d.push(late.js);
+    assert.deepEqual(late.calls, [], "a delivery during the drain is held, not started");
+    await gate.release(1);
+    assert.equal(await drained, true);
+    assert.deepEqual(running.calls, ["ackAck"], "the ack is confirmed: the consumer may be deleted right after");
+    for (const m of [...buffered, late]) assert.deepEqual(m.calls, ["nak"]);
+    assert.deepEqual(gate.started, [1], "nothing new starts while draining");
+    assert.deepEqual(log.handled, [1]);
+    const afterDrain = delivery(5, "c");
+    d.push(afterDrain.js);
+    assert.deepEqual(afterDrain.calls, ["nak"], "after the drain, a delivery is nak'ed at once");
+  });
+
+  test("dispatcher - drain gives everything back in stream order, late arrivals included, and re-acks late copies of acked messages", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    const naks: number[] = [];
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", maxInFlight: 1 }), events);
+    const tracked = (seq: number, key: string, dc = 1): FakeMsg => {
+      const m = delivery(seq, key, 0, dc);
+      const js = m.js as unknown as { nak: () => void };
+      const nak = js.nak;
+      js.nak = () => {
+        naks.push(seq);
+        nak();
+      };
+      return m;
+    };
+    d.push(tracked(1, "k").js); // runs
+    d.push(tracked(3, "k").js);
+    d.push(tracked(2, "j").js);
+    await waitFor(() => gate.running.has(1), 1000, "seq 1 to run");
+    await gate.release(1);
+    await waitFor(() => gate.running.has(2), 1000, "seq 2 to run");
+    const drained = d.drain(5000);
+    d.push(tracked(5, "k").js); // arrives while draining (e.g. already on the wire when the consume stopped)
+    d.push(tracked(4, "j").js);
+    const lateCopyOfAcked = tracked(1, "k", 2);
+    d.push(lateCopyOfAcked.js);
+    await gate.release(2);
+    await drained;
+    assert.deepEqual(naks, [3, 4, 5], "nak'ed in stream order, so the server redelivers them in order");
+    assert.deepEqual(lateCopyOfAcked.calls, ["ack"], "a late copy of a message acked here is acked again, never given back");
+  });
+
+  test("dispatcher - drain gives up on a handler that overruns the timeout", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key" }), events);
+    const slow = delivery(1, "a");
+    d.push(slow.js);
+    d.push(delivery(2, "a").js);
+    assert.equal(await d.drain(30), false);
+    await gate.release(1);
+    await sleep(5);
+    assert.deepEqual(slow.calls, ["ackAck"], "the handler still settles its message when it ends");
+  });
+});
