@@ -56,6 +56,8 @@ export type Handler = (msg: ConsumerGroupMessage) => void | Promise<void>;
 interface Lane {
   key: string;
   queue: LaneMessage[];
+  /** Stream sequences in `queue`: a redelivery is recognised without a scan. */
+  queued: Set<number>;
   running: LaneMessage | undefined;
   /** True while the lane is in the ready list. */
   ready: boolean;
@@ -72,11 +74,18 @@ class LaneMessage extends ConsumerGroupMessage {
   nakDelayMs = 0;
   /** When it was delivered: its AckWait runs from then, not from when its handler starts. */
   readonly receivedAt = performance.now();
+  /** When the server last heard of it (delivery, or the last working()). */
+  lastBeatAt = this.receivedAt;
 
   override nak(delayMs?: number): void {
     if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
     super.nak(delayMs);
   }
+}
+
+/** True for anything with a then method (an async handler's result, native promise or not). */
+function isPromiseLike(value: unknown): value is PromiseLike<void> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === "function";
 }
 
 /** How many settled stream sequences an instance remembers, to recognise late redeliveries of them. */
@@ -110,6 +119,10 @@ export class Dispatcher {
   private drained = false;
   /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
   private holdTimer: NodeJS.Timeout | undefined;
+  /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
+  private pumping = false;
+  /** One timer sends working() for every running message (a timer per message costs more than the handlers). */
+  private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly handler: Handler,
@@ -147,19 +160,20 @@ export class Dispatcher {
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { key, queue: [], running: undefined, ready: false, awaiting: undefined };
+      lane = { key, queue: [], queued: new Set(), running: undefined, ready: false, awaiting: undefined };
       this.lanes.set(key, lane);
     }
     // A redelivery of what is running: the running copy settles it (unless that copy was nak'ed: then this is its retry).
     if (lane.running?.seq === msg.seq && lane.running.settlement !== "nak") return;
-    const same = lane.queue.findIndex((x) => x.seq === msg.seq);
-    if (same >= 0) {
-      lane.queue[same] = msg; // keep the freshest delivery
+    if (lane.queued.has(msg.seq)) {
+      lane.queue[lane.queue.findIndex((x) => x.seq === msg.seq)] = msg; // keep the freshest delivery
       return;
     }
+    lane.queued.add(msg.seq);
     let at = lane.queue.length;
     while (at > 0 && (lane.queue[at - 1]?.seq ?? 0) > msg.seq) at--;
-    lane.queue.splice(at, 0, msg);
+    if (at === lane.queue.length) lane.queue.push(msg);
+    else lane.queue.splice(at, 0, msg);
     this.schedule(lane);
     // The server sends fresh messages only once its redelivery queue is empty.
     if (this.holdTimer && msg.info.deliveryCount === 1) this.release();
@@ -207,20 +221,32 @@ export class Dispatcher {
   }
 
   private pump(): void {
-    while (!this.stopping && !this.holdTimer && this.inFlight < this.policy.maxInFlight && this.ready.length > 0) {
-      const lane = this.ready.shift();
-      if (!lane) continue;
-      lane.ready = false;
-      const msg = lane.queue[0];
-      if (lane.running || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
-      lane.queue.shift();
-      if (lane.awaiting) {
-        clearTimeout(lane.awaiting.timer);
-        lane.awaiting = undefined;
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (!this.stopping && !this.holdTimer && this.inFlight < this.policy.maxInFlight && this.ready.length > 0) {
+        const lane = this.ready.shift();
+        if (!lane) continue;
+        lane.ready = false;
+        const msg = lane.queue[0];
+        if (lane.running || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+        lane.queue.shift();
+        lane.queued.delete(msg.seq);
+        if (lane.awaiting) {
+          clearTimeout(lane.awaiting.timer);
+          lane.awaiting = undefined;
+        }
+        lane.running = msg;
+        this.inFlight += 1;
+        this.sweeper ??= this.startSweeper();
+        // A handler that returns synchronously completes here, in the same tick as its
+        // delivery, so the acks of a whole batch leave in one socket write.
+        const pending = this.attempt(lane, msg);
+        if (pending) void pending.finally(() => this.finish(lane, msg));
+        else this.finish(lane, msg);
       }
-      lane.running = msg;
-      this.inFlight += 1;
-      void this.run(lane, msg);
+    } finally {
+      this.pumping = false;
     }
   }
 
@@ -229,39 +255,39 @@ export class Dispatcher {
     return this.policy.mode !== "serial" || this.policy.retry !== undefined;
   }
 
-  private async run(lane: Lane, msg: LaneMessage): Promise<void> {
-    const working = this.heartbeat(msg);
-    try {
-      await this.attempt(lane, msg);
-    } finally {
-      working.stop();
-      const settlement = msg.settlement;
-      if (settlement === "ack" || settlement === "term") this.remember(msg.seq, settlement);
-      else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
-      lane.running = undefined;
-      this.inFlight -= 1;
-      this.schedule(lane);
-      this.forgetIfIdle(lane);
-      if (this.inFlight === 0) for (const wake of this.idle.splice(0)) wake();
-      this.pump();
-    }
+  private finish(lane: Lane, msg: LaneMessage): void {
+    const settlement = msg.settlement;
+    if (settlement === "ack" || settlement === "term") this.remember(msg.seq, settlement);
+    else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
+    lane.running = undefined;
+    this.inFlight -= 1;
+    this.schedule(lane);
+    this.forgetIfIdle(lane);
+    if (this.inFlight === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
+    // Inside pump() (a synchronous handler) the running loop starts the next message itself.
+    this.pump();
   }
 
   /**
-   * Sends working() every AckWait/2 while the message is unsettled, the first one
-   * AckWait/2 after it was delivered: a message that waited in its lane must not
-   * reach AckWait before the first beat.
+   * Every AckWait/4, sends working() for each running, unsettled message whose
+   * server-side AckWait clock (from its delivery or its last working()) is at half:
+   * a message that waited in its lane must not reach AckWait before the first beat.
    */
-  private heartbeat(msg: LaneMessage): { stop(): void } {
+  private startSweeper(): NodeJS.Timeout | undefined {
     const every = this.policy.workingIntervalMs;
-    if (every <= 0) return { stop: () => undefined };
-    let timer: NodeJS.Timeout | undefined;
-    const beat = (): void => {
-      if (msg.settlement === undefined) msg.working();
-      timer = setTimeout(beat, every);
-    };
-    timer = setTimeout(beat, Math.max(0, msg.receivedAt + every - performance.now()));
-    return { stop: () => clearTimeout(timer) };
+    if (every <= 0) return undefined;
+    const timer = setInterval(() => {
+      const now = performance.now();
+      for (const lane of this.lanes.values()) {
+        const msg = lane.running;
+        if (msg && msg.settlement === undefined && now - msg.lastBeatAt >= every * 0.75) {
+          msg.working();
+          msg.lastBeatAt = now;
+        }
+      }
+    }, every / 4);
+    timer.unref();
+    return timer;
   }
 
   private remember(seq: number, settlement: "ack" | "term"): void {
@@ -289,46 +315,78 @@ export class Dispatcher {
     if (!lane.running && !lane.awaiting && lane.queue.length === 0 && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
-  private async attempt(lane: Lane, msg: ConsumerGroupMessage): Promise<void> {
+  /**
+   * Runs the handler once. Returns undefined when everything finished synchronously
+   * (the common case for synchronous handlers), else a promise of the rest.
+   */
+  private attempt(lane: Lane, msg: LaneMessage): Promise<void> | undefined {
+    const started = performance.now();
+    let result: void | Promise<void>;
+    try {
+      result = this.handler(msg);
+    } catch (error) {
+      return this.recover(lane, msg, error);
+    }
+    if (isPromiseLike(result)) {
+      return Promise.resolve(result).then(
+        () => this.succeeded(msg, started),
+        (error: unknown) => this.recover(lane, msg, error),
+      );
+    }
+    return this.succeeded(msg, started);
+  }
+
+  private succeeded(msg: LaneMessage, started: number): Promise<void> | undefined {
+    if (msg.settlement === undefined && this.stopping) {
+      // While draining, the consumer may be deleted right after: wait for the server to
+      // confirm the ack, or it could be lost and the message handled again elsewhere.
+      return msg.ackAck().then(
+        () => this.events.onHandled(msg, performance.now() - started),
+        () => this.events.onHandled(msg, performance.now() - started),
+      );
+    }
+    if (msg.settlement === undefined) msg.ack();
+    this.events.onHandled(msg, performance.now() - started);
+    return undefined;
+  }
+
+  /** The first attempt failed: retry in place (or nak, in Go's serial mode). */
+  private async recover(lane: Lane, msg: LaneMessage, firstError: unknown): Promise<void> {
     const retry = this.policy.retry;
     let blocked = false;
+    let error = firstError;
     for (let attempt = 1; ; attempt++) {
+      this.events.onHandlerError(error, msg, attempt);
+      if (msg.settlement !== undefined) return; // the handler settled it before throwing
+      if (!retry || this.stopping) {
+        msg.nak();
+        return;
+      }
+      if (attempt >= retry.maxDeliver) {
+        if (retry.deadLetter) {
+          try {
+            await this.deadLetter(retry.deadLetter, lane.key, msg, error, attempt);
+            return;
+          } catch (dlqError) {
+            this.events.onHandlerError(dlqError, msg, attempt);
+          }
+        } else if (!blocked) {
+          blocked = true;
+          this.events.onBlocked(lane.key.slice(1), msg, error);
+        }
+      }
+      await this.sleep(retry.backoffMs(attempt));
+      if (this.stopping) {
+        msg.nak();
+        return;
+      }
       const started = performance.now();
       try {
         await this.handler(msg);
-        if (msg.settlement === undefined) {
-          // While draining, the consumer may be deleted right after: wait for the server to
-          // confirm the ack, or it could be lost and the message handled again elsewhere.
-          if (this.stopping) await msg.ackAck().catch(() => false);
-          else msg.ack();
-        }
-        this.events.onHandled(msg, performance.now() - started);
+        await this.succeeded(msg, started);
         return;
-      } catch (error) {
-        this.events.onHandlerError(error, msg, attempt);
-        if (msg.settlement !== undefined) return; // the handler settled it before throwing
-        if (!retry || this.stopping) {
-          msg.nak();
-          return;
-        }
-        if (attempt >= retry.maxDeliver) {
-          if (retry.deadLetter) {
-            try {
-              await this.deadLetter(retry.deadLetter, lane.key, msg, error, attempt);
-              return;
-            } catch (dlqError) {
-              this.events.onHandlerError(dlqError, msg, attempt);
-            }
-          } else if (!blocked) {
-            blocked = true;
-            this.events.onBlocked(lane.key.slice(1), msg, error);
-          }
-        }
-        await this.sleep(retry.backoffMs(attempt));
-        if (this.stopping) {
-          msg.nak();
-          return;
-        }
+      } catch (next) {
+        error = next;
       }
     }
   }
@@ -396,6 +454,7 @@ export class Dispatcher {
     const back: { seq: number; nak(): void }[] = this.late.splice(0);
     for (const lane of this.lanes.values()) {
       back.push(...lane.queue.splice(0));
+      lane.queued.clear();
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
     }
@@ -403,6 +462,7 @@ export class Dispatcher {
     for (const msg of back) msg.nak();
     this.drained = true;
     this.ready.length = 0;
+    clearInterval(this.sweeper);
     return finished;
   }
 }
