@@ -13,11 +13,12 @@ import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { failover } from "./scenarios/failover.js";
 import { memory } from "./scenarios/memory.js";
+import { orderVsGo } from "./scenarios/order-vs-go.js";
 import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 
-const scenarios: Record<string, Scenario> = { overhead, concurrency, scaling, failover, rebalance, memory };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory };
 
 const { values } = parseArgs({
   options: {

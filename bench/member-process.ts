@@ -20,6 +20,8 @@ interface Settings {
   maxAckPending?: number;
   concurrency?: ConcurrencyMode;
   maxInFlight?: number;
+  /** Emit `done` (with its time) when this many messages were handled. */
+  target?: number;
 }
 
 const settings = JSON.parse(process.argv[2] ?? "{}") as Settings;
@@ -44,6 +46,7 @@ const member = await consume(jetstream(nc), {
     if (handled === 0) emit({ ev: "first", at: clock() });
     if (settings.handlerMs > 0) await new Promise((r) => setTimeout(r, settings.handlerMs));
     handled += 1;
+    if (handled === settings.target) emit({ ev: "done", n: handled, at: clock() });
   },
 });
 const counter = setInterval(() => {

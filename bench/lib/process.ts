@@ -11,6 +11,8 @@ export interface MemberProcess {
   ready: Promise<void>;
   exited: Promise<void>;
   first: Promise<number>;
+  /** When the member reported reaching its target count. */
+  done: Promise<number>;
   handled(): number;
   rssSamples: { n: number; rss: number }[];
   /** SIGTERM, then wait for exit. */
@@ -30,9 +32,11 @@ export function startProcess(cmd: string, args: string[]): MemberProcess {
   let handled = 0;
   let markReady!: () => void;
   let markFirst!: (at: number) => void;
+  let markDone!: (at: number) => void;
   const rssSamples: { n: number; rss: number }[] = [];
   const ready = new Promise<void>((r) => (markReady = r));
   const first = new Promise<number>((r) => (markFirst = r));
+  const done = new Promise<number>((r) => (markDone = r));
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   createInterface({ input: child.stdout }).on("line", (line) => {
     let ev: { ev?: string; n?: number; at?: number; rss?: number };
@@ -43,6 +47,10 @@ export function startProcess(cmd: string, args: string[]): MemberProcess {
     }
     if (ev.ev === "ready") markReady();
     else if (ev.ev === "first") markFirst(ev.at ?? 0);
+    else if (ev.ev === "done") {
+      handled = Math.max(handled, ev.n ?? 0);
+      markDone(ev.at ?? 0);
+    }
     else if (ev.ev === "count" || ev.ev === "stopped") handled = Math.max(handled, ev.n ?? 0);
     else if (ev.ev === "rss") rssSamples.push({ n: ev.n ?? 0, rss: ev.rss ?? 0 });
   });
@@ -52,6 +60,7 @@ export function startProcess(cmd: string, args: string[]): MemberProcess {
     ready,
     exited,
     first,
+    done,
     handled: () => handled,
     rssSamples,
     async stop() {

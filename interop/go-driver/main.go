@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -168,8 +169,54 @@ func main() {
 		need(a, 5, cmd+" <stream> <group> <member> <ackwait-ms> <max-ack-pending> [sleep-ms]")
 		cancel()
 		consume(js, cmd == "consume-static", a)
+	case "bench-static":
+		need(a, 5, cmd+" <stream> <group> <member> <ackwait-ms> <max-ack-pending> [target]")
+		cancel()
+		bench(js, a)
 	default:
 		check(fmt.Errorf("unknown command %q", cmd))
+	}
+}
+
+// bench is a member for the benchmarks: a no-op handler that acks, reporting in the
+// benchmark's JSON lines (ready, first, count every 100 ms) instead of one line per message.
+func bench(js jetstream.JetStream, a []string) {
+	template := jetstream.ConsumerConfig{
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Duration(num(a[3])) * time.Millisecond,
+		MaxAckPending: int(num(a[4])),
+	}
+	var handled atomic.Int64
+	now := func() float64 { return float64(time.Now().UnixNano()) / 1e6 }
+	var target int64
+	if len(a) > 5 {
+		target = num(a[5])
+	}
+	handler := func(msg jetstream.Msg) {
+		n := handled.Add(1)
+		if n == 1 {
+			emit(map[string]any{"ev": "first", "at": now()})
+		}
+		_ = msg.Ack()
+		if n == target {
+			emit(map[string]any{"ev": "done", "n": n, "at": now()})
+		}
+	}
+	cc, err := pcgroups.StaticConsume(context.Background(), js, a[0], a[1], a[2], handler, template)
+	check(err)
+	emit(map[string]string{"ev": "ready"})
+	ticker := time.NewTicker(100 * time.Millisecond)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	for {
+		select {
+		case <-ticker.C:
+			emit(map[string]any{"ev": "count", "n": handled.Load(), "at": now()})
+		case <-signals:
+			cc.Stop()
+			emit(map[string]any{"ev": "stopped", "n": handled.Load()})
+			return
+		}
 	}
 }
 
