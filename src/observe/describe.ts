@@ -23,12 +23,15 @@ export interface MemberDescription {
   active: boolean;
   pinnedId?: string;
   pinnedAt?: string;
-  /** Pull requests waiting on the consumer: the pinned instance's plus the standbys'. */
+  /**
+   * Pull requests waiting on the consumer: the pinned instance's plus the standbys'. An
+   * instance may hold more than one, so this bounds the number of instances from above.
+   */
   waitingPulls: number;
   /** Delivered and not yet acked. */
   ackPending: number;
   redelivered: number;
-  /** Not yet delivered (the consumer's `num_pending`). */
+  /** Not yet delivered: the consumer's `num_pending`, or, with no consumer yet, its partitions' backlog. */
   pending: number;
   lastDelivery?: string;
 }
@@ -159,7 +162,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
       overCap: !capped.has(member),
       active: (info?.num_waiting ?? 0) > 0,
       ...(pin?.pinned_client_id ? { pinnedId: pin.pinned_client_id } : {}),
-      ...(pin?.pinned_ts ? { pinnedAt: pin.pinned_ts } : {}),
+      ...(isoOrUndefined(pin?.pinned_ts) ? { pinnedAt: isoOrUndefined(pin?.pinned_ts) as string } : {}),
       waitingPulls: info?.num_waiting ?? 0,
       ackPending: info?.num_ack_pending ?? 0,
       redelivered: info?.num_redelivered ?? 0,
@@ -195,6 +198,10 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
       ...(solo && info ? { redelivered: info.num_redelivered } : {}),
       ...(isoOrUndefined(info?.delivered.last_active) ? { lastActivity: isoOrUndefined(info?.delivered.last_active) as string } : {}),
     });
+  }
+
+  for (const m of members) {
+    if (infos.get(m.member) === undefined) m.pending = partitions.filter((p) => p.owner === m.member).reduce((n, p) => n + (p.pending ?? 0), 0);
   }
 
   let buffer: GroupDescription["buffer"];

@@ -60,7 +60,7 @@ export function healthFindings(input: HealthInput): HealthFinding[] {
         severity: "warning",
         partition: p.partition,
         member: p.owner,
-        message: `partition ${p.partition} has ${p.pending} pending messages and its owner ${p.owner} delivered nothing for ${Number.isFinite(idleFor) ? `${Math.round(idleFor / 1000)} s` : "ever"}`,
+        message: `partition ${p.partition} has ${p.pending} pending messages and its owner ${p.owner} ${Number.isFinite(idleFor) ? `delivered nothing for ${Math.round(idleFor / 1000)} s` : "has never delivered anything"}`,
       });
     }
   }
