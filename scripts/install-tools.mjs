@@ -6,6 +6,7 @@
 //   node scripts/install-tools.mjs            # everything
 //   node scripts/install-tools.mjs server     # only nats-server
 //   node scripts/install-tools.mjs go-driver  # only the interop tests' Go driver (go build)
+//   node scripts/install-tools.mjs server-2.10 server-2.11  # old servers for old-server.test.ts only
 //
 // NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
 import { execFileSync, spawnSync } from "node:child_process";
@@ -53,7 +54,24 @@ const tools = {
         env: { ...process.env, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
       }),
   },
+  // Old servers, used ONLY by test/integration/old-server.test.ts (the SERVER_TOO_OLD checks):
+  // the newest 2.10.x (no priority groups) and 2.11.x (no whole-subject {{partition(N)}}) the Go
+  // module proxy serves. Each builds in about 30 s; nothing else may start them.
+  "server-2.10": oldServer("2.10", versions.natsServer210 ?? "v2.10.27"),
+  "server-2.11": oldServer("2.11", versions.natsServer211 ?? "v2.11.17"),
 };
+
+/** A tool entry for an old nats-server in `.tools/nats-server-<line>/`, never overridden by NATS_SERVER_BIN. */
+function oldServer(line, version) {
+  return {
+    version,
+    dir: join(toolsDir, `nats-server-${line}`),
+    bin: "nats-server",
+    pkg: `github.com/nats-io/nats-server/v2@${version}`,
+    installedVersion: (bin) => run(bin, ["--version"]).match(/v?(\d+\.\d+\.\d+\S*)/)?.[1],
+    skip: () => undefined,
+  };
+}
 
 /** sha256 of the Go driver's sources (go.mod, go.sum, *.go), as its version stamp. */
 function goDriverHash() {

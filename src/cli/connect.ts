@@ -5,6 +5,7 @@
  * `--help` and usage errors never need a server.
  */
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { Option, type Command } from "commander";
@@ -119,9 +120,9 @@ export function readContext(name: string, env: NodeJS.ProcessEnv = process.env):
     throw new CliError("CONTEXT_NOT_FOUND", `the nats context "${name}" does not exist (no ${file}); list contexts with "nats context ls"`, { cause: err });
   }
   try {
-    const parsed = JSON.parse(text) as unknown;
+    const parsed: unknown = JSON.parse(text);
     if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("not a JSON object");
-    return parsed as NatsContext;
+    return parsed;
   } catch (err) {
     throw new CliError("CONTEXT_INVALID", `the nats context file ${file} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
@@ -209,8 +210,27 @@ export function natsConnectionOptions(settings: ConnectionSettings): NodeConnect
     if (settings.cert) options.tls.certFile = settings.cert;
     if (settings.key) options.tls.keyFile = settings.key;
     if (settings.ca) options.tls.caFile = settings.ca;
+    // nats.js gives Node no TLS server name for a server given by IP address, so Node checks the
+    // certificate against "localhost". Check it against the IP itself, as Go clients (and the nats CLI) do.
+    const ip = sameIpHost(settings.servers);
+    if (ip) Object.assign(options.tls, { host: ip });
   }
   return options;
+}
+
+/** The IP address every server URL names, if they all name the same one. */
+function sameIpHost(servers: readonly string[]): string | undefined {
+  const hosts = new Set(
+    servers.map((s) => {
+      try {
+        return new URL(s.includes("://") ? s : `nats://${s}`).hostname.replace(/^\[(.*)\]$/, "$1");
+      } catch {
+        return "";
+      }
+    }),
+  );
+  const [host] = hosts;
+  return hosts.size === 1 && host !== undefined && isIP(host) !== 0 ? host : undefined;
 }
 
 /** A live connection and its JetStream client. */

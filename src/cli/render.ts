@@ -216,7 +216,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
     case "stopping":
       return `${head} ${String(doc["signal"])} received: finishing the message in flight, then stopping (again to force)`;
     case "stopped":
-      return doc["error"] ? `${head} ${s.red("stopped")}: ${String(doc["error"])}` : `${head} stopped`;
+      return doc["error"] ? `${head} ${s.red("stopped")}: ${typeof doc["error"] === "string" ? doc["error"] : JSON.stringify(doc["error"])}` : `${head} stopped`;
     default:
       return `${head} ${doc.event}`;
   }

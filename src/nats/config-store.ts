@@ -213,7 +213,12 @@ export async function watchConfig<C>(
   group: string,
   afterRevision: number,
 ): Promise<{ events: AsyncIterable<ConfigEvent<C>>; stop(): void }> {
-  const watcher = await kv.watch({ key: configKey(stream, group), resumeFromRevision: afterRevision + 1 });
+  let watcher: Awaited<ReturnType<KV["watch"]>>;
+  try {
+    watcher = await kv.watch({ key: configKey(stream, group), resumeFromRevision: afterRevision + 1 });
+  } catch (err) {
+    throw wrapServerError(err, `starting the watch of the ${flavour.kind} consumer group's config "${configKey(stream, group)}"`);
+  }
   async function* events(): AsyncIterable<ConfigEvent<C>> {
     for await (const entry of watcher) {
       if (entry.operation === "DEL") {

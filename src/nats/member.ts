@@ -6,15 +6,15 @@
 import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { ConsumerGroupError } from "../core/errors.js";
-import { PRIORITY_GROUP } from "../core/names.js";
-import { pullExpiryMs, rejoinTickMs } from "../core/timing.js";
+import { PRIORITY_GROUP, bucketName } from "../core/names.js";
+import { pinnedTtlMs, pullExpiryMs, rejoinTickMs } from "../core/timing.js";
 import type { GroupKind } from "../core/types.js";
 import { watchConfig, type ConfigEvent, type Flavour, type StoredConfig } from "./config-store.js";
 import type { MeterProvider } from "@opentelemetry/api";
 import type { DispatchPolicy } from "./dispatcher.js";
 import { createMemberMetrics, type MemberMetrics } from "./metrics.js";
 import { PinnedConsumer, type MessageHandler } from "./pinned-consumer.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
+import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
 
 /** What a member instance reports on {@link ConsumerGroupMember.status}. */
@@ -39,7 +39,10 @@ export type MemberStatus =
   | { type: "blocked"; lane: string; subject: string; partition: number; seq: number; error: unknown }
   /** The member's consumer disappeared under a running instance; it is being recreated. */
   | { type: "consumer_lost"; reason: string }
-  /** Creating the consumer failed for now; the instance retries. */
+  /**
+   * Creating or using the consumer failed for now; the instance retries. A missing
+   * permission (code `PERMISSION_DENIED`) names the subject and the operation.
+   */
   | { type: "consumer_error"; error: ConsumerGroupError; retryInMs: number }
   /** The instance stopped; `error` is set when it stopped because of one. */
   | { type: "stopped"; error?: Error };
@@ -145,6 +148,10 @@ export class Member<C> implements ConsumerGroupMember {
   private active: number[] = [];
   private readonly metrics: MemberMetrics;
   private watch: { events: AsyncIterable<ConfigEvent<C>>; stop(): void } | undefined;
+  /** The connection's status iterator, watched for permission violations. */
+  private statusWatch: { stop?: () => void } | undefined;
+  /** The permissions already reported missing (each is reported once). */
+  private readonly reportedPermissions = new Set<string>();
 
   constructor(
     private readonly js: JetStreamClient,
@@ -171,6 +178,7 @@ export class Member<C> implements ConsumerGroupMember {
    */
   async start(failFast: boolean): Promise<void> {
     this.watch = await watchConfig(this.kv, this.driver.flavour, this.stream, this.group, this.current.revision);
+    this.watchPermissions();
     try {
       await this.join(failFast);
     } catch (err) {
@@ -182,6 +190,49 @@ export class Member<C> implements ConsumerGroupMember {
 
   partitions(): number[] {
     return this.driver.partitions(this.current.config);
+  }
+
+  /**
+   * Pulls, acks and flow-control replies are plain publishes: when the user may not
+   * make them, no call fails and nats.js reports the violation only on the
+   * connection's status. Those that concern this instance are reported as
+   * `consumer_error` events (once per missing permission) that name the subject.
+   */
+  private watchPermissions(): void {
+    const nc = (this.js as unknown as { nc?: { status?: () => AsyncIterable<{ type: string; error?: unknown }> } }).nc;
+    if (typeof nc?.status !== "function") return;
+    const statuses = nc.status();
+    this.statusWatch = statuses as { stop?: () => void };
+    const { consumerStream, consumerName } = this.driver;
+    const silent = [`$JS.API.CONSUMER.MSG.NEXT.${consumerStream}.${consumerName}`, `$JS.ACK.${consumerStream}.${consumerName}.`, `$JS.FC.KV_${bucketName(this.driver.kind)}.`];
+    void (async () => {
+      try {
+        for await (const s of statuses) {
+          if (this.stopped) break;
+          const violation = s.type === "error" ? permissionViolation(s.error) : undefined;
+          if (violation && silent.some((prefix) => violation.subject.startsWith(prefix))) this.reportPermission(violation);
+        }
+      } catch {
+        // the connection closed
+      }
+    })();
+  }
+
+  private reportPermission(violation: PermissionViolation): void {
+    if (this.stopped || this.reportedPermissions.has(violation.grant)) return;
+    this.reportedPermissions.add(violation.grant);
+    const name = `"${this.driver.consumerName}" (member "${this.member}")`;
+    let doing = `pulling messages from ${name}`;
+    let retryInMs = pullExpiryMs(this.settings.ackWaitMs);
+    if (violation.subject.startsWith("$JS.ACK.")) {
+      doing = `acknowledging messages of ${name}, which the server will redeliver`;
+      retryInMs = this.settings.ackWaitMs;
+    } else if (violation.subject.startsWith("$JS.FC.")) {
+      doing = `answering the flow control of the config watch of ${name}`;
+    }
+    const error = new ConsumerGroupError("PERMISSION_DENIED", permissionMessage(doing, violation));
+    this.channel.publish({ type: "consumer_error", error, retryInMs });
+    void this.callback("onError", error);
   }
 
   status(): AsyncIterable<MemberStatus> {
@@ -403,6 +454,7 @@ export class Member<C> implements ConsumerGroupMember {
     this.stopped = true;
     clearTimeout(this.retryTimer);
     this.watch?.stop();
+    this.statusWatch?.stop?.();
     const runner = this.runner;
     this.runner = undefined;
     if (runner) {
@@ -412,8 +464,13 @@ export class Member<C> implements ConsumerGroupMember {
       if (pinned) {
         try {
           await this.jsm.consumers.unpin(this.driver.consumerStream, this.driver.consumerName, PRIORITY_GROUP);
-        } catch {
-          // The pin times out on its own after PinnedTTL; nothing is lost.
+        } catch (err) {
+          // The pin times out on its own after PinnedTTL; nothing is lost. A missing permission is worth saying.
+          if (isPermissionError(err)) {
+            const error = wrapServerError(err, `unpinning "${this.driver.consumerName}" on stop (a standby takes over only when the pin times out)`);
+            this.channel.publish({ type: "consumer_error", error, retryInMs: pinnedTtlMs(this.settings.ackWaitMs) });
+            await this.callback("onError", error);
+          }
         }
       }
     }

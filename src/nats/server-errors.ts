@@ -23,10 +23,76 @@ export function apiErrorCode(err: unknown): number | undefined {
   return err instanceof JetStreamApiError ? err.code : undefined;
 }
 
+/** A permission the server refused: what the client tried and on which subject. */
+export interface PermissionViolation {
+  /** `publish` or `subscribe`. */
+  operation: "publish" | "subscribe";
+  /** The exact subject refused, e.g. `$JS.API.CONSUMER.UNPIN.orders.billing-m1`. */
+  subject: string;
+  /** What to grant: the subject, or the wildcard that covers its family (`$JS.ACK.<stream>.<consumer>.>`, `_INBOX.>`). */
+  grant: string;
+}
+
+const VIOLATION_TEXT = /Permissions Violation for (Publish|Subscription) to "([^"]+)"/i;
+
+/**
+ * The permission to grant for a refused subject: inboxes, acks and flow-control
+ * replies vary per message, and the ordered consumers nats.js uses to watch and
+ * list KV keys get a new `oc_…` name each time.
+ */
+function grantFor(subject: string): string {
+  const tokens = subject.split(".");
+  if (tokens[0]?.startsWith("_INBOX")) return `${tokens[0]}.>`;
+  if (tokens[0] === "$JS" && tokens[1] === "API" && tokens[2] === "CONSUMER" && tokens[5]?.startsWith("oc_")) {
+    return [...tokens.slice(0, 5), "*", ...tokens.slice(6)].join(".");
+  }
+  if (tokens[0] === "$JS" && tokens[1] === "ACK" && tokens.length > 4) return `${tokens.slice(0, 4).join(".")}.>`;
+  if (tokens[0] === "$JS" && tokens[1] === "FC" && tokens.length > 3) return `${tokens.slice(0, 3).join(".")}.>`;
+  return subject;
+}
+
+/**
+ * The permission violation behind an error, if there is one: a nats.js
+ * `PermissionViolationError` (which has `operation` and `subject`), as the error
+ * itself or as one of its causes, or a server `-ERR` text naming it.
+ */
+export function permissionViolation(err: unknown): PermissionViolation | undefined {
+  let current: unknown = err;
+  for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
+    const e = current as { name?: unknown; operation?: unknown; subject?: unknown; message?: unknown; cause?: unknown };
+    if (e.name === "PermissionViolationError" && typeof e.subject === "string" && e.subject !== "") {
+      const operation = e.operation === "subscription" || e.operation === "subscribe" ? "subscribe" : "publish";
+      return { operation, subject: e.subject, grant: grantFor(e.subject) };
+    }
+    const text = VIOLATION_TEXT.exec(typeof e.message === "string" ? e.message : typeof current === "string" ? current : "");
+    if (text?.[1] && text[2]) {
+      return { operation: text[1].toLowerCase() === "publish" ? "publish" : "subscribe", subject: text[2], grant: grantFor(text[2]) };
+    }
+    current = e.cause;
+  }
+  return undefined;
+}
+
 /** True when the error is a "permissions violation" from the server or the client. */
 export function isPermissionError(err: unknown): boolean {
+  if (permissionViolation(err)) return true;
   const text = String((err as { message?: unknown } | undefined)?.message ?? err).toLowerCase();
   return text.includes("permission") || text.includes("authorization violation");
+}
+
+/** Where the subjects a member or an admin needs are listed. */
+export const PERMISSIONS_DOC = "docs/permissions.md lists the subjects members and admins need";
+
+/**
+ * The message of a permission error: which operation on which subject was refused,
+ * and what to grant.
+ *
+ * @param what - what we were doing
+ */
+export function permissionMessage(what: string, violation: PermissionViolation): string {
+  const verb = violation.operation;
+  const grant = violation.grant === violation.subject ? "that subject" : `"${violation.grant}"`;
+  return `permission denied while ${what}: the connection's user has no permission to ${verb} to "${violation.subject}"; grant it ${verb} permission on ${grant} (${PERMISSIONS_DOC})`;
 }
 
 /**
@@ -41,10 +107,14 @@ export function wrapServerError(err: unknown, what: string, hint = "", code: Err
   if (err instanceof ConsumerGroupError) return err;
   const detail = err instanceof Error ? err.message : String(err);
   const serverCode = apiErrorCode(err);
+  const violation = permissionViolation(err);
+  if (violation) {
+    return new ConsumerGroupError("PERMISSION_DENIED", permissionMessage(what, violation), { cause: err, ...(serverCode === undefined ? {} : { serverCode }) });
+  }
   if (isPermissionError(err)) {
     return new ConsumerGroupError(
       "PERMISSION_DENIED",
-      `permission denied while ${what}: ${detail}. The connection's user needs publish/subscribe permission on the subjects this operation uses (see "Permissions" in the README)`,
+      `permission denied while ${what}: ${detail}. The connection's user needs publish/subscribe permission on the subjects this operation uses (${PERMISSIONS_DOC})`,
       { cause: err, ...(serverCode === undefined ? {} : { serverCode }) },
     );
   }

@@ -57,6 +57,9 @@ const NO_TRANSFORM_WARNING =
  * ```
  */
 export async function createStatic(js: JetStreamClient, options: CreateStaticOptions): Promise<StaticConsumerGroupConfig> {
+  if (!options || typeof options !== "object") {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", "createStatic options must be an object: { stream, group, maxMembers, members | memberMappings }");
+  }
   const { stream, group, maxMembers, filters, members, memberMappings } = options;
   assertValidGroupNames(stream, group);
   if (filters !== undefined && !Array.isArray(filters)) throw new ConsumerGroupError("INVALID_ARGUMENT", "filters must be an array of subject filters");

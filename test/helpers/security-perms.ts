@@ -1,0 +1,138 @@
+/**
+ * The least-privilege permission lists of docs/permissions.md, as code: what a
+ * member instance needs and what an admin needs, for one group, and the
+ * nats-server config text of a user restricted to them. The security tests give
+ * users exactly these lists, so the document and the library cannot drift apart.
+ */
+import { ELASTIC_BUCKET, STATIC_BUCKET, elasticConsumerName, staticConsumerName, workQueueStreamName, type GroupKind } from "../../src/index.js";
+
+/** A user's permissions, as nats-server's `permissions { publish, subscribe }`. */
+export interface Permissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+/** One group. */
+export interface GroupScope {
+  kind: GroupKind;
+  stream: string;
+  group: string;
+}
+
+/** Reading one group's config and following it (every member, and admins reading it). */
+function configReader(kind: GroupKind, stream: string, group: string): string[] {
+  const bucket = kind === "static" ? STATIC_BUCKET : ELASTIC_BUCKET;
+  const key = `$KV.${bucket}.${stream}.${group}`;
+  return [
+    `$JS.API.STREAM.INFO.KV_${bucket}`,
+    // KV get: STREAM.MSG.GET or DIRECT.GET, depending on how nats.js bound the bucket
+    `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+    `$JS.API.DIRECT.GET.KV_${bucket}.${key}`,
+    // the config watch: an ordered push consumer filtered on the group's key, its info/delete on recovery, flow control
+    `$JS.API.CONSUMER.CREATE.KV_${bucket}.*.${key}`,
+    `$JS.API.CONSUMER.INFO.KV_${bucket}.*`,
+    `$JS.API.CONSUMER.DELETE.KV_${bucket}.*`,
+    `$JS.FC.KV_${bucket}.>`,
+  ];
+}
+
+/**
+ * What one member instance needs: read and watch its group's config, create, use
+ * and delete its own consumer, pull, ack, and unpin on stop. Nothing that writes a config.
+ *
+ * @param inboxPrefix - the connection's `inboxPrefix` (default `_INBOX`)
+ */
+export function memberPermissions(scope: GroupScope & { member: string }, inboxPrefix = "_INBOX"): Permissions {
+  const { kind, stream, group, member } = scope;
+  const consumerStream = kind === "static" ? stream : workQueueStreamName(stream, group);
+  const consumer = kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member);
+  const c = `${consumerStream}.${consumer}`;
+  return {
+    publish: [
+      `$JS.API.STREAM.INFO.${consumerStream}`,
+      ...configReader(kind, stream, group),
+      // creating the member's consumer: nats.js uses DURABLE.CREATE (static) or CREATE.<stream> (elastic,
+      // several filter subjects); Go's nats.go uses CREATE.<stream>.<consumer>
+      ...(kind === "static" ? [`$JS.API.CONSUMER.DURABLE.CREATE.${c}`] : [`$JS.API.CONSUMER.CREATE.${consumerStream}`]),
+      `$JS.API.CONSUMER.CREATE.${c}`,
+      `$JS.API.CONSUMER.CREATE.${c}.>`,
+      `$JS.API.CONSUMER.INFO.${c}`,
+      `$JS.API.CONSUMER.DELETE.${c}`,
+      `$JS.API.CONSUMER.MSG.NEXT.${c}`,
+      `$JS.API.CONSUMER.UNPIN.${c}`,
+      `$JS.ACK.${c}.>`,
+    ],
+    subscribe: [`${inboxPrefix}.>`],
+  };
+}
+
+/**
+ * What an admin of one group needs: create it (and the bucket, the first time), read,
+ * list, describe, change the membership (elastic), step members down and delete it.
+ *
+ * @param members - the member names whose consumers it may unpin, inspect and delete
+ */
+export function adminPermissions(scope: GroupScope & { members: string[] }, inboxPrefix = "_INBOX"): Permissions {
+  const { kind, stream, group, members } = scope;
+  const bucket = kind === "static" ? STATIC_BUCKET : ELASTIC_BUCKET;
+  const common = [
+    "$JS.API.INFO",
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.STREAM.CREATE.KV_${bucket}`,
+    ...configReader(kind, stream, group),
+    `$JS.API.DIRECT.GET.KV_${bucket}.>`,
+    // writing the config: create, compare-and-set updates and the delete marker
+    `$KV.${bucket}.${stream}.${group}`,
+    // listing the groups of a stream: an ordered consumer on every key
+    `$JS.API.CONSUMER.CREATE.KV_${bucket}.*.$KV.${bucket}.>`,
+  ];
+  if (kind === "static") {
+    const consumers = members.map((m) => `${stream}.${staticConsumerName(group, m)}`);
+    return {
+      publish: [
+        ...common,
+        `$JS.API.CONSUMER.LIST.${stream}`,
+        ...consumers.flatMap((c) => [`$JS.API.CONSUMER.INFO.${c}`, `$JS.API.CONSUMER.UNPIN.${c}`, `$JS.API.CONSUMER.DELETE.${c}`]),
+        // describeGroup counts a partition's backlog with a short-lived consumer
+        `$JS.API.CONSUMER.CREATE.${stream}`,
+        `$JS.API.CONSUMER.DELETE.${stream}.*`,
+      ],
+      subscribe: [`${inboxPrefix}.>`],
+    };
+  }
+  const wq = workQueueStreamName(stream, group);
+  return {
+    publish: [
+      ...common,
+      `$JS.API.STREAM.INFO.${wq}`,
+      `$JS.API.STREAM.CREATE.${wq}`,
+      `$JS.API.STREAM.DELETE.${wq}`,
+      `$JS.API.CONSUMER.LIST.${wq}`,
+      `$JS.API.CONSUMER.INFO.${wq}.*`,
+      `$JS.API.CONSUMER.UNPIN.${wq}.*`,
+      `$JS.API.DIRECT.GET.${wq}`,
+    ],
+    subscribe: [`${inboxPrefix}.>`],
+  };
+}
+
+/** Merges permission lists. */
+export function mergePermissions(...lists: Permissions[]): Permissions {
+  return {
+    publish: [...new Set(lists.flatMap((l) => l.publish))],
+    subscribe: [...new Set(lists.flatMap((l) => l.subscribe))],
+  };
+}
+
+/** A copy of `perms` without the subjects `drop` matches. */
+export function withoutPermission(perms: Permissions, drop: (subject: string) => boolean, from: "publish" | "subscribe" = "publish"): Permissions {
+  return { ...perms, [from]: perms[from].filter((s) => !drop(s)) };
+}
+
+/** One user of an `authorization { users: [...] }` block, restricted to `perms` (`undefined`: everything). */
+export function userEntry(user: string, password: string, perms?: Permissions): string {
+  const auth = `user: ${JSON.stringify(user)}, password: ${JSON.stringify(password)}`;
+  if (!perms) return `{ ${auth} }`;
+  const list = (subjects: string[]): string => `[${subjects.map((s) => JSON.stringify(s)).join(", ")}]`;
+  return `{ ${auth}, permissions: { publish: { allow: ${list(perms.publish)} }, subscribe: { allow: ${list(perms.subscribe)} } } }`;
+}
