@@ -22,6 +22,8 @@ interface Settings {
   maxInFlight?: number;
   /** Emit `done` (with its time) when this many messages were handled. */
   target?: number;
+  /** False: Go's behaviour on a rebalance (no drain before giving partitions up). */
+  handoff?: boolean;
 }
 
 const settings = JSON.parse(process.argv[2] ?? "{}") as Settings;
@@ -42,6 +44,7 @@ const member = await consume(jetstream(nc), {
   },
   ...(settings.concurrency ? { concurrency: settings.concurrency } : {}),
   ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}),
+  ...(settings.handoff === false ? { handoff: false } : {}),
   handler: async () => {
     if (handled === 0) emit({ ev: "first", at: clock() });
     if (settings.handlerMs > 0) await new Promise((r) => setTimeout(r, settings.handlerMs));
