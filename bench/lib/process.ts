@@ -14,16 +14,16 @@ export interface MemberProcess {
   /** When the member reported reaching its target count. */
   done: Promise<number>;
   handled(): number;
-  rssSamples: { n: number; rss: number }[];
+  rssSamples: { n: number; rss: number; heap: number }[];
   /** SIGTERM, then wait for exit. */
   stop(): Promise<void>;
   /** SIGKILL, then wait for exit. */
   kill(): Promise<void>;
 }
 
-/** Starts `node member-process.js <settings>`. */
-export function startMember(settings: object): MemberProcess {
-  return startProcess(process.execPath, [MEMBER, JSON.stringify(settings)]);
+/** Starts `node member-process.js <settings>` (with extra node flags, e.g. --expose-gc). */
+export function startMember(settings: object, nodeFlags: string[] = []): MemberProcess {
+  return startProcess(process.execPath, [...nodeFlags, MEMBER, JSON.stringify(settings)]);
 }
 
 /** Starts any process that prints the member JSON lines (the Go driver too). */
@@ -33,13 +33,13 @@ export function startProcess(cmd: string, args: string[]): MemberProcess {
   let markReady!: () => void;
   let markFirst!: (at: number) => void;
   let markDone!: (at: number) => void;
-  const rssSamples: { n: number; rss: number }[] = [];
+  const rssSamples: { n: number; rss: number; heap: number }[] = [];
   const ready = new Promise<void>((r) => (markReady = r));
   const first = new Promise<number>((r) => (markFirst = r));
   const done = new Promise<number>((r) => (markDone = r));
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   createInterface({ input: child.stdout }).on("line", (line) => {
-    let ev: { ev?: string; n?: number; at?: number; rss?: number };
+    let ev: { ev?: string; n?: number; at?: number; rss?: number; heap?: number };
     try {
       ev = JSON.parse(line) as typeof ev;
     } catch {
@@ -52,7 +52,7 @@ export function startProcess(cmd: string, args: string[]): MemberProcess {
       markDone(ev.at ?? 0);
     }
     else if (ev.ev === "count" || ev.ev === "stopped") handled = Math.max(handled, ev.n ?? 0);
-    else if (ev.ev === "rss") rssSamples.push({ n: ev.n ?? 0, rss: ev.rss ?? 0 });
+    else if (ev.ev === "rss") rssSamples.push({ n: ev.n ?? 0, rss: ev.rss ?? 0, heap: ev.heap ?? 0 });
   });
   const running = (): boolean => child.exitCode === null && child.signalCode === null;
   return {

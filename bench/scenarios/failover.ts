@@ -6,7 +6,10 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { createStatic } from "../../src/index.js";
 import { partitionedStream } from "../lib/env.js";
-import { startMember, type MemberProcess } from "../lib/process.js";
+import { startMember, startProcess, type MemberProcess } from "../lib/process.js";
+import { fileURLToPath } from "node:url";
+
+const DRIVER = fileURLToPath(new URL("../../../.tools/go-driver/pcg-driver", import.meta.url));
 import { clock, median } from "../lib/stats.js";
 import type { BenchContext, Row } from "../lib/types.js";
 
@@ -27,16 +30,18 @@ function steadyLoad(js: JetStreamClient, prefix: string, rate: number): { stop()
   };
 }
 
-async function once(ctx: BenchContext, ackWaitMs: number, how: "kill" | "stop"): Promise<number> {
+async function once(ctx: BenchContext, ackWaitMs: number, how: "kill" | "stop", impl: "ours" | "go"): Promise<number> {
   const conn = await ctx.server.connect();
   const stream = ctx.name("fo");
   await partitionedStream(conn.jsm, stream, 4);
   await createStatic(conn.js, { stream, group: "g", maxMembers: 4, members: ["m"] });
   const settings = { url: ctx.server.url, flavour: "static", stream, group: "g", member: "m", handlerMs: 0, ackWaitMs, maxAckPending: 1 };
-  const a = startMember(settings);
+  const start = (): MemberProcess =>
+    impl === "ours" ? startMember(settings) : startProcess(DRIVER, [ctx.server.url, "bench-static", stream, "g", "m", String(ackWaitMs), "1"]);
+  const a = start();
   await a.ready;
   const load = steadyLoad(conn.js, stream, 200);
-  const b = startMember(settings);
+  const b = start();
   let procs: MemberProcess[] = [a, b];
   try {
     await b.ready;
@@ -60,14 +65,15 @@ async function once(ctx: BenchContext, ackWaitMs: number, how: "kill" | "stop"):
 export async function failover(ctx: BenchContext): Promise<Row[]> {
   const rows: Row[] = [];
   for (const ackWaitMs of ctx.quick ? [2000] : [2000, 5000]) {
-    for (const how of ["kill", "stop"] as const) {
+    for (const [impl, how] of [["ours", "kill"], ["go", "kill"], ["ours", "stop"], ["go", "stop"]] as const) {
       const samples: number[] = [];
-      for (let run = 0; run < ctx.runs; run++) samples.push(await once(ctx, ackWaitMs, how));
+      for (let run = 0; run < ctx.runs; run++) samples.push(await once(ctx, ackWaitMs, how, impl));
       const value = median(samples);
-      ctx.log(`  failover ${how} AckWait ${ackWaitMs} ms: ${samples.map((s) => s.toFixed(0)).join(", ")} ms`);
+      ctx.log(`  failover ${impl} ${how} AckWait ${ackWaitMs} ms: ${samples.map((s) => s.toFixed(0)).join(", ")} ms`);
+      const what = how === "kill" ? "kill -9 of the pinned instance" : impl === "ours" ? "planned stop() (drains, unpins)" : "planned Stop() (Go does not unpin)";
       rows.push({
         scenario: "4 failover",
-        variant: `${how === "kill" ? "kill -9 of the pinned instance" : "planned stop() (unpins)"}, AckWait ${ackWaitMs / 1000} s`,
+        variant: `${impl === "ours" ? "ours" : "Go pcgroups"}: ${what}, AckWait ${ackWaitMs / 1000} s`,
         value,
         unit: "ms",
         baseline: `PinnedTTL ${ackWaitMs} ms`,

@@ -108,8 +108,13 @@ export const DeadLetterHeaders = {
 export class Dispatcher {
   private readonly lanes = new Map<string, Lane>();
   private readonly ready: Lane[] = [];
-  /** Sequences acked or terminated here (bounded, oldest first): a late redelivery of one is settled again, not handled again. */
-  private readonly settled = new Map<number, "ack" | "term">();
+  /**
+   * Sequences acked or terminated here, in two generations of at most SETTLED_MEMORY
+   * each (the older one is dropped when the newer fills): a late redelivery of one is
+   * settled again, not handled again. Cheaper per message than evicting one by one.
+   */
+  private settled = new Map<number, "ack" | "term">();
+  private settledBefore = new Map<number, "ack" | "term">();
   private inFlight = 0;
   private stopping = false;
   private readonly abort = new AbortController();
@@ -119,6 +124,8 @@ export class Dispatcher {
   private drained = false;
   /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
   private holdTimer: NodeJS.Timeout | undefined;
+  /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
+  ackPendingLimit = Number.POSITIVE_INFINITY;
   /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
   private pumping = false;
   /** One timer sends working() for every running message (a timer per message costs more than the handlers). */
@@ -145,7 +152,7 @@ export class Dispatcher {
   /** Takes a delivered message. */
   push(m: JsMsg): void {
     // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
-    const done = this.settled.get(m.seq);
+    const done = this.settled.get(m.seq) ?? this.settledBefore.get(m.seq);
     if (this.stopping) {
       if (done === "ack") m.ack();
       else if (done === "term") m.term();
@@ -176,7 +183,8 @@ export class Dispatcher {
     else lane.queue.splice(at, 0, msg);
     this.schedule(lane);
     // The server sends fresh messages only once its redelivery queue is empty.
-    if (this.holdTimer && msg.info.deliveryCount === 1) this.release();
+    // (or when the consumer's max_ack_pending is reached: then nothing else can come).
+    if (this.holdTimer && (msg.info.deliveryCount === 1 || this.size >= this.ackPendingLimit)) this.release();
     this.pump();
   }
 
@@ -292,7 +300,10 @@ export class Dispatcher {
 
   private remember(seq: number, settlement: "ack" | "term"): void {
     this.settled.set(seq, settlement);
-    if (this.settled.size > SETTLED_MEMORY) this.settled.delete(this.settled.keys().next().value ?? seq);
+    if (this.settled.size >= SETTLED_MEMORY) {
+      this.settledBefore = this.settled;
+      this.settled = new Map();
+    }
   }
 
   /**

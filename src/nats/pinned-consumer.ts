@@ -82,6 +82,8 @@ export class PinnedConsumer {
   async start(): Promise<void> {
     const consumer = await this.js.consumers.get(this.stream, this.consumer);
     this.handle = consumer;
+    const limit = (await consumer.info(true)).config.max_ack_pending;
+    if (limit !== undefined && limit > 0) this.dispatcher.ackPendingLimit = limit;
     const messages = await consumer.consume({
       group: PRIORITY_GROUP,
       expires: this.settings.expiresMs,
