@@ -8,7 +8,7 @@ import type { Command } from "commander";
 import type { MemberMapping, PartitioningFilter } from "../../index.js";
 import { UsageError } from "../errors.js";
 import { parseNonNegativeInt, parseWildcards } from "../parse.js";
-import { addGroupMembers, createElasticGroup, deleteGroup, deleteGroupMappings, dropGroupMembers, groupInfo, listGroups, memberInfo, setGroupMappings, stepDown } from "../operations.js";
+import { addGroupMembers, createElasticGroup, deleteGroup, deleteGroupMappings, dropGroupMembers, groupInfo, listGroups, setGroupMappings } from "../operations.js";
 import {
   renderAdded,
   renderCreated,
@@ -18,12 +18,11 @@ import {
   renderInfo,
   renderMappings,
   renderMappingsDeleted,
-  renderMemberInfo,
-  renderStepDown,
 } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { DELETE_WARNING, arg, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
-import { runConsume, sleepMs, sleepOption } from "./consume.js";
+import { sleepOption } from "./consume.js";
+import { registerMemberCommands } from "./member-commands.js";
 import { runPrompt } from "./prompt.js";
 
 /** Go's question for one filter's wildcard indexes. */
@@ -206,45 +205,5 @@ export function registerElastic(program: Command): void {
     ["cg elastic delete-mapping orders shipping", "cg elastic dm orders shipping"],
   );
 
-  examples(
-    mode
-      .command("member-info")
-      .aliases(["memberinfo", "minfo"])
-      .description("get elastic consumer group member info")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await memberInfo(await s.js(), "elastic", stream, group, member), renderMemberInfo)),
-      ),
-    ["cg elastic member-info orders shipping m1", "cg elastic minfo orders shipping m1 --json"],
-  );
-
-  examples(
-    mode
-      .command("step-down")
-      .aliases(["stepdown", "sd"])
-      .description("initiate a step down for a member: the server pins another of its instances")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await stepDown(await s.js(), "elastic", stream, group, member), renderStepDown)),
-      ),
-    ["cg elastic step-down orders shipping m1", "cg elastic sd orders shipping m1"],
-  );
-
-  examples(
-    mode
-      .command("consume")
-      .alias("join")
-      .description("join an elastic partitioned consumer group as a member instance (Ctrl-C to stop)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, (s) => runConsume(s, { kind: "elastic", stream, group, member, sleepMs: sleepMs(cmd) })),
-      ),
-    ["cg elastic consume orders shipping m1", "cg elastic join orders shipping m1 --sleep 100ms --json"],
-  );
+  registerMemberCommands(mode, "elastic", { stream: "orders", group: "shipping" });
 }

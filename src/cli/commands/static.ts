@@ -3,11 +3,12 @@
  */
 import type { Command } from "commander";
 import type { MemberMapping } from "../../index.js";
-import { createStaticGroup, deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../operations.js";
-import { renderCreated, renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
+import { createStaticGroup, deleteGroup, groupInfo, listGroups } from "../operations.js";
+import { renderCreated, renderDeleted, renderGroupList, renderInfo } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { DELETE_WARNING, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
-import { runConsume, sleepMs, sleepOption } from "./consume.js";
+import { sleepOption } from "./consume.js";
+import { registerMemberCommands } from "./member-commands.js";
 import { runPrompt } from "./prompt.js";
 
 function printWarnings(session: Session, warnings: readonly string[]): void {
@@ -112,45 +113,5 @@ export function registerStatic(program: Command): void {
     ["cg static delete orders billing", "cg static rm orders billing -f"],
   );
 
-  examples(
-    mode
-      .command("member-info")
-      .aliases(["memberinfo", "minfo"])
-      .description("get static consumer group member info")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await memberInfo(await s.js(), "static", stream, group, member), renderMemberInfo)),
-      ),
-    ["cg static member-info orders billing m1", "cg static minfo orders billing m1 --json"],
-  );
-
-  examples(
-    mode
-      .command("step-down")
-      .aliases(["stepdown", "sd"])
-      .description("initiate a step down for a member: the server pins another of its instances")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await stepDown(await s.js(), "static", stream, group, member), renderStepDown)),
-      ),
-    ["cg static step-down orders billing m1", "cg static sd orders billing m1"],
-  );
-
-  examples(
-    mode
-      .command("consume")
-      .alias("join")
-      .description("join a static partitioned consumer group as a member instance (Ctrl-C to stop)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<member>", "member name")
-      .action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, (s) => runConsume(s, { kind: "static", stream, group, member, sleepMs: sleepMs(cmd) })),
-      ),
-    ["cg static consume orders billing m1", "cg static join orders billing m1 --sleep 100ms --json"],
-  );
+  registerMemberCommands(mode, "static", { stream: "orders", group: "billing" });
 }
