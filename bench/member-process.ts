@@ -24,6 +24,8 @@ interface Settings {
   target?: number;
   /** False: Go's behaviour on a rebalance (no drain before giving partitions up). */
   handoff?: boolean;
+  /** How often to report memory, in ms (default 1000). */
+  sampleMs?: number;
 }
 
 const settings = JSON.parse(process.argv[2] ?? "{}") as Settings;
@@ -49,7 +51,10 @@ const member = await consume(jetstream(nc), {
     if (handled === 0) emit({ ev: "first", at: clock() });
     if (settings.handlerMs > 0) await new Promise((r) => setTimeout(r, settings.handlerMs));
     handled += 1;
-    if (handled === settings.target) emit({ ev: "done", n: handled, at: clock() });
+    if (handled === settings.target) {
+      emit({ ev: "done", n: handled, at: clock() });
+      sample();
+    }
   },
 });
 const counter = setInterval(() => {
@@ -60,11 +65,12 @@ const counter = setInterval(() => {
 }, 100);
 // With --expose-gc the live heap is measured after a full collection, which tells a leak from heap sizing.
 const gc = (globalThis as { gc?: () => void }).gc;
-const rss = setInterval(() => {
+function sample(): void {
   gc?.();
   const usage = process.memoryUsage();
   emit({ ev: "rss", n: handled, rss: usage.rss, heap: usage.heapUsed });
-}, 1000);
+}
+const rss = setInterval(sample, settings.sampleMs ?? 1000);
 emit({ ev: "ready" });
 const stop = (): void => {
   clearInterval(counter);

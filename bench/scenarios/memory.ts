@@ -15,7 +15,7 @@ export async function memory(ctx: BenchContext): Promise<Row[]> {
   await partitionedStream(conn.jsm, stream, 16);
   const publishing = publishKeyed(conn.js, stream, count, ctx.keys);
   await createStatic(conn.js, { stream, group: "g", maxMembers: 16, members: ["m"] });
-  const member = startMember({ url: ctx.server.url, flavour: "static", stream, group: "g", member: "m", handlerMs: 0, ackWaitMs: 30_000 }, ["--expose-gc"]);
+  const member = startMember({ url: ctx.server.url, flavour: "static", stream, group: "g", member: "m", handlerMs: 0, ackWaitMs: 30_000, target: count, sampleMs: ctx.quick ? 50 : 1000 }, ["--expose-gc"]);
   try {
     await publishing;
     await until(() => member.handled() >= count, 1_800_000, "the member to handle everything", 100);
