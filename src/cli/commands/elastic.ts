@@ -8,22 +8,19 @@ import type { Command } from "commander";
 import type { MemberMapping, PartitioningFilter } from "../../index.js";
 import { UsageError } from "../errors.js";
 import { parseNonNegativeInt, parseWildcards } from "../parse.js";
-import { addGroupMembers, createElasticGroup, deleteGroup, deleteGroupMappings, dropGroupMembers, groupInfo, listGroups, setGroupMappings } from "../operations.js";
+import { addGroupMembers, createElasticGroup, deleteGroup, deleteGroupMappings, dropGroupMembers, setGroupMappings } from "../operations.js";
 import {
   renderAdded,
   renderCreated,
   renderDeleted,
   renderDropped,
-  renderGroupList,
-  renderInfo,
   renderMappings,
   renderMappingsDeleted,
 } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { DELETE_WARNING, arg, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
 import { sleepOption } from "./consume.js";
-import { registerMemberCommands } from "./member-commands.js";
-import { runPrompt } from "./prompt.js";
+import { registerGroupCommands, registerMemberCommands } from "./shared-commands.js";
 
 /** Go's question for one filter's wildcard indexes. */
 export const wildcardsQuestion = (filter: string): string => `space separated partitioning wildcard indexes for filter ${filter}: `;
@@ -73,37 +70,7 @@ export function registerElastic(program: Command): void {
     "cg elastic prompt",
   ]);
 
-  examples(
-    mode
-      .command("prompt")
-      .description("interactive prompt")
-      .action(async (_opts: unknown, cmd: Command) => withSession(cmd, (s) => runPrompt(s, "elastic"))),
-    ["cg elastic prompt"],
-  );
-
-  examples(
-    mode
-      .command("ls")
-      .alias("list")
-      .description("list the consumer groups defined on a stream")
-      .argument("<stream>", "stream name")
-      .action(async (stream: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await listGroups(await s.js(), "elastic", stream), renderGroupList)),
-      ),
-    ["cg elastic ls orders", "cg elastic list orders --json"],
-  );
-
-  examples(
-    mode
-      .command("info")
-      .description("get elastic consumer group info: config, active members and the partition → member table")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .action(async (stream: string, group: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await groupInfo(await s.js(), "elastic", stream, group), renderInfo)),
-      ),
-    ["cg elastic info orders shipping", "cg elastic info orders shipping --json"],
-  );
+  registerGroupCommands(mode, "elastic", { stream: "orders", group: "shipping" });
 
   examples(
     mode

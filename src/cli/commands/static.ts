@@ -3,13 +3,12 @@
  */
 import type { Command } from "commander";
 import type { MemberMapping } from "../../index.js";
-import { createStaticGroup, deleteGroup, groupInfo, listGroups } from "../operations.js";
-import { renderCreated, renderDeleted, renderGroupList, renderInfo } from "../render.js";
+import { createStaticGroup, deleteGroup } from "../operations.js";
+import { renderCreated, renderDeleted } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { DELETE_WARNING, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
 import { sleepOption } from "./consume.js";
-import { registerMemberCommands } from "./member-commands.js";
-import { runPrompt } from "./prompt.js";
+import { registerGroupCommands, registerMemberCommands } from "./shared-commands.js";
 
 function printWarnings(session: Session, warnings: readonly string[]): void {
   for (const w of warnings) session.out.warn(w);
@@ -25,37 +24,7 @@ export function registerStatic(program: Command): void {
     "cg static prompt",
   ]);
 
-  examples(
-    mode
-      .command("prompt")
-      .description("interactive prompt")
-      .action(async (_opts: unknown, cmd: Command) => withSession(cmd, (s) => runPrompt(s, "static"))),
-    ["cg static prompt"],
-  );
-
-  examples(
-    mode
-      .command("ls")
-      .alias("list")
-      .description("list the consumer groups defined on a stream")
-      .argument("<stream>", "stream name")
-      .action(async (stream: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await listGroups(await s.js(), "static", stream), renderGroupList)),
-      ),
-    ["cg static ls orders", "cg static list orders --json"],
-  );
-
-  examples(
-    mode
-      .command("info")
-      .description("get static consumer group info: config, active members and the partition → member table")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .action(async (stream: string, group: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await groupInfo(await s.js(), "static", stream, group), renderInfo)),
-      ),
-    ["cg static info orders billing", "cg static info orders billing --json"],
-  );
+  registerGroupCommands(mode, "static", { stream: "orders", group: "billing" });
 
   const create = mode.command("create").description("create a static partitioned consumer group");
   examples(create, ["cg static create balanced orders billing 4 m1 m2", "cg static create mapped orders billing 4 m1:0,1 m2:2,3"]);
