@@ -7,11 +7,13 @@
 //   node scripts/install-tools.mjs server     # only nats-server
 //   node scripts/install-tools.mjs go-driver  # only the interop tests' Go driver (go build)
 //   node scripts/install-tools.mjs server-2.10 server-2.11  # old servers for old-server.test.ts only
+//   node scripts/install-tools.mjs node-22 node-24  # Node.js builds for the CI matrix (only when named)
 //
 // NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -59,7 +61,47 @@ const tools = {
   // module proxy serves. Each builds in about 30 s; nothing else may start them.
   "server-2.10": oldServer("2.10", versions.natsServer210 ?? "v2.10.27"),
   "server-2.11": oldServer("2.11", versions.natsServer211 ?? "v2.11.17"),
+  // Node.js lines for the CI matrix, from the npm registry's official builds
+  // (node-<platform>-<arch>). Installed only when named: `npm test` runs on the node
+  // that runs it.
+  "node-22": nodeLine("22", versions.node22),
+  "node-24": nodeLine("24", versions.node24),
 };
+
+/** A tool entry for a Node.js build in `.tools/node-<line>/` (its `bin/node`), unpacked from the npm registry. */
+function nodeLine(line, version) {
+  const pkg = `node-${process.platform}-${process.arch}@${version}`;
+  return {
+    version,
+    dir: join(toolsDir, `node-${line}`),
+    bin: join("bin", "node"),
+    pkg,
+    optIn: true,
+    installedVersion: (bin) => run(bin, ["--version"]).trim(),
+    skip: () => undefined,
+    build: (bin) => unpackNode(pkg, dirname(dirname(bin))),
+  };
+}
+
+/**
+ * `npm pack` of an official Node.js build, unpacked into `dir` (replacing what was there).
+ * Returns a spawnSync-like result for {@link install}.
+ */
+function unpackNode(pkg, dir) {
+  const tmp = mkdtempSync(join(tmpdir(), "pcg-node-"));
+  try {
+    const packed = spawnSync("npm", ["pack", pkg, "--pack-destination", tmp, "--silent"], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+    if (packed.status !== 0) return packed;
+    const tarball = join(tmp, packed.stdout.trim().split("\n").at(-1) ?? "");
+    const untar = spawnSync("tar", ["-xzf", tarball, "-C", tmp], { stdio: "inherit" });
+    if (untar.status !== 0) return untar;
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(join(tmp, "package"), dir);
+    return { status: existsSync(join(dir, "bin", "node")) ? 0 : 1 };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
 
 /** A tool entry for an old nats-server in `.tools/nats-server-<line>/`, never overridden by NATS_SERVER_BIN. */
 function oldServer(line, version) {
@@ -132,10 +174,11 @@ function install(name) {
       return;
     }
   }
-  requireGo();
+  const how = tool.optIn ? "npm pack" : tool.build ? "go build" : "go install";
+  if (!tool.optIn) requireGo();
   mkdirSync(tool.dir, { recursive: true });
   const started = Date.now();
-  console.log(`install-tools: ${tool.build ? "go build" : "go install"} ${tool.pkg} ...`);
+  console.log(`install-tools: ${how} ${tool.pkg} ...`);
   const result = tool.build
     ? tool.build(bin)
     : spawnSync("go", ["install", tool.pkg], {
@@ -143,7 +186,7 @@ function install(name) {
         env: { ...process.env, GOBIN: tool.dir, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
       });
   if (result.status !== 0) {
-    console.error(`install-tools: ${tool.build ? "go build" : "go install"} ${tool.pkg} failed (exit ${result.status}).`);
+    console.error(`install-tools: ${how} ${tool.pkg} failed (exit ${result.status}).`);
     process.exit(1);
   }
   writeFileSync(join(tool.dir, "VERSION"), `${tool.version}\n`);
@@ -151,4 +194,4 @@ function install(name) {
 }
 
 const wanted = process.argv.slice(2);
-for (const name of wanted.length > 0 ? wanted : Object.keys(tools)) install(name);
+for (const name of wanted.length > 0 ? wanted : Object.keys(tools).filter((n) => !tools[n].optIn)) install(name);

@@ -3,16 +3,44 @@
 // nats-server(s), so files can run in parallel.
 //   node scripts/run-tests.mjs                 # everything
 //   node scripts/run-tests.mjs unit            # one folder under dist/test
+//   node scripts/run-tests.mjs unit integration/static-consume.test.js   # a folder and a file
+// Node 22+ takes a folder given to `node --test` for a module path (and runs
+// nothing), so the folders are expanded here into explicit file lists.
 import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const folders = process.argv.slice(2);
-const targets = (folders.length > 0 ? folders : ["unit", "integration"]).map((f) => join(root, "dist", "test", f) + "/");
+const testRoot = join(root, "dist", "test");
+
+/** Every `*.test.js` under `dir`, sorted, recursively. */
+function testFiles(dir) {
+  return readdirSync(dir, { withFileTypes: true })
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .flatMap((entry) => {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) return testFiles(path);
+      return entry.isFile() && entry.name.endsWith(".test.js") ? [path] : [];
+    });
+}
+
+const args = process.argv.slice(2);
+const files = (args.length > 0 ? args : ["unit", "integration"]).flatMap((arg) => {
+  const path = join(testRoot, arg);
+  if (!existsSync(path)) {
+    console.error(`run-tests: ${path} does not exist (build first: tsc -p tsconfig.json)`);
+    process.exit(2);
+  }
+  return statSync(path).isDirectory() ? testFiles(path) : [path];
+});
+if (files.length === 0) {
+  console.error(`run-tests: no *.test.js files under ${args.join(", ") || "unit, integration"}`);
+  process.exit(2);
+}
 const concurrency = process.env.TEST_CONCURRENCY ?? String(Math.max(2, availableParallelism()));
-const result = spawnSync(process.execPath, ["--test", `--test-concurrency=${concurrency}`, "--test-reporter=spec", ...targets], {
+const result = spawnSync(process.execPath, ["--test", `--test-concurrency=${concurrency}`, "--test-reporter=spec", ...files], {
   cwd: root,
   stdio: "inherit",
 });
