@@ -3,10 +3,15 @@
  * SDK `MeterProvider` read by the Prometheus exporter, served on `/metrics` by an
  * HTTP server of our own (so `--metrics-port 0` picks a free port and a busy port
  * is reported as a CLI error instead of an OpenTelemetry diagnostic).
+ *
+ * The SDK and the exporter are not dependencies of the package (a library user
+ * should not install them): they are loaded here, on demand, and their absence is
+ * a {@link CliError} `METRICS_DEPENDENCY_MISSING` that says what to install.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { MeterProvider } from "@opentelemetry/sdk-metrics";
+import type { MeterProvider } from "@opentelemetry/api";
+import { MetricNames } from "../index.js";
 import { CliError, UsageError } from "./errors.js";
 
 /** The default `--metrics-host`: loopback only. */
@@ -56,16 +61,54 @@ function listen(server: Server, options: MetricsEndpointOptions): Promise<Addres
   });
 }
 
+/** The packages `--metrics-port` loads, with the versions the project is tested with. */
+export const METRICS_PACKAGES = ["@opentelemetry/api@^1.9.0", "@opentelemetry/sdk-metrics@^2.12.0", "@opentelemetry/exporter-prometheus@^0.223.0"] as const;
+
+type Sdk = typeof import("@opentelemetry/sdk-metrics");
+type Exporter = typeof import("@opentelemetry/exporter-prometheus");
+
+/**
+ * Loads the OpenTelemetry SDK and Prometheus exporter.
+ *
+ * @param load - how to import a module (a test seam; default: `import()`)
+ * @throws CliError `METRICS_DEPENDENCY_MISSING`, naming the packages to install, when one cannot be loaded
+ */
+export async function loadMetricsSdk(load: (name: string) => Promise<unknown> = (name) => import(name)): Promise<{ sdk: Sdk; exporter: Exporter }> {
+  try {
+    const [sdk, exporter] = await Promise.all([load("@opentelemetry/sdk-metrics") as Promise<Sdk>, load("@opentelemetry/exporter-prometheus") as Promise<Exporter>]);
+    return { sdk, exporter };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ERR_MODULE_NOT_FOUND" && code !== "MODULE_NOT_FOUND") throw err;
+    throw new CliError(
+      "METRICS_DEPENDENCY_MISSING",
+      `--metrics-port needs the OpenTelemetry SDK and Prometheus exporter, which nats-pcgroups does not install (library users do not need them): ` +
+        `npm install ${METRICS_PACKAGES.join(" ")} (next to nats-pcgroups; with a global cg, npm install -g them too). ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
+    );
+  }
+}
+
+/**
+ * The Prometheus names of the instruments measured in seconds carry the unit, as the
+ * OpenTelemetry-to-Prometheus translation asks (`messaging_process_duration_seconds`);
+ * the exporter we use does not add it itself.
+ */
+function secondsViews(): { instrumentName: string; name: string }[] {
+  return [{ instrumentName: MetricNames.processDuration, name: `${MetricNames.processDuration}_seconds` }];
+}
+
 /**
  * Starts serving `/metrics`.
  *
+ * @throws CliError `METRICS_DEPENDENCY_MISSING` when the OpenTelemetry SDK or exporter is not installed
  * @throws CliError `METRICS_LISTEN_FAILED` when the address cannot be bound
  */
 export async function startMetricsEndpoint(options: MetricsEndpointOptions): Promise<MetricsEndpoint> {
-  // loaded on demand: every other command starts without the OpenTelemetry SDK
-  const [{ PrometheusExporter }, { MeterProvider }] = await Promise.all([import("@opentelemetry/exporter-prometheus"), import("@opentelemetry/sdk-metrics")]);
-  const exporter = new PrometheusExporter({ preventServerStart: true });
-  const meterProvider = new MeterProvider({ readers: [exporter] });
+  // loaded on demand: every other command (and the library) runs without the OpenTelemetry SDK
+  const { sdk, exporter: prometheus } = await loadMetricsSdk();
+  const exporter = new prometheus.PrometheusExporter({ preventServerStart: true });
+  const provider = new sdk.MeterProvider({ readers: [exporter], views: secondsViews() });
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
     if (path === METRICS_PATH && (req.method === "GET" || req.method === "HEAD")) {
@@ -80,7 +123,7 @@ export async function startMetricsEndpoint(options: MetricsEndpointOptions): Pro
   try {
     address = await listen(server, options);
   } catch (err) {
-    await meterProvider.shutdown().catch(() => undefined);
+    await provider.shutdown().catch(() => undefined);
     const detail = err instanceof Error ? err.message : String(err);
     const code = (err as NodeJS.ErrnoException).code;
     const hint = code === "EADDRINUSE" ? "; choose another --metrics-port (0 picks a free one)" : code === "EADDRNOTAVAIL" || code === "ENOTFOUND" ? "; --metrics-host must be an address of this machine" : "";
@@ -89,7 +132,7 @@ export async function startMetricsEndpoint(options: MetricsEndpointOptions): Pro
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   let closing: Promise<void> | undefined;
   return {
-    meterProvider,
+    meterProvider: provider,
     url: `http://${host}:${address.port}${METRICS_PATH}`,
     host: address.address,
     port: address.port,
@@ -99,7 +142,7 @@ export async function startMetricsEndpoint(options: MetricsEndpointOptions): Pro
           server.close(() => resolve());
           server.closeAllConnections();
         });
-        await meterProvider.shutdown().catch(() => undefined);
+        await provider.shutdown().catch(() => undefined);
       })();
       return closing;
     },

@@ -62,7 +62,7 @@ async function consumeWithMetrics(kind: "static" | "elastic", stream: string, gr
 }
 
 describe("cli metrics", () => {
-  test("cli metrics - static consume --metrics-port: pcg_messages_handled_total per group, member and partition, growing; gone after SIGINT", async () => {
+  test("cli metrics - static consume --metrics-port: messaging_process_duration_seconds per group, member and partition, growing; gone after SIGINT", async () => {
     const stream = uniqueName("S");
     await addStaticStream(env.jsm, stream, 4);
     const group = uniqueName("g");
@@ -80,26 +80,32 @@ describe("cli metrics", () => {
     await publish(0, 30);
     await p.waitFor(() => p.json().length === 30, 60_000, "30 messages handled");
     const first = await scrape(metricsUrl);
-    const handled = samples(first, "pcg_messages_handled_total");
+    const handled = samples(first, "messaging_process_duration_seconds_count");
     assert.equal(sum(handled), 30);
     for (const s of handled) {
-      assert.equal(s.labels["pcg_stream"], stream);
-      assert.equal(s.labels["pcg_group"], group);
+      assert.equal(s.labels["messaging_system"], "nats");
+      assert.equal(s.labels["messaging_destination_name"], stream);
+      assert.equal(s.labels["messaging_consumer_group_name"], group);
+      assert.equal(s.labels["messaging_operation_name"], "process");
       assert.equal(s.labels["pcg_member"], "m1");
-      assert.match(s.labels["pcg_partition"] ?? "", /^[0-3]$/);
+      assert.match(s.labels["messaging_destination_partition_id"] ?? "", /^[0-3]$/);
     }
-    const byPartition = (xs: Sample[]): number[] => [0, 1, 2, 3].map((q) => sum(xs.filter((s) => s.labels["pcg_partition"] === String(q))));
+    const byPartition = (xs: Sample[]): number[] => [0, 1, 2, 3].map((q) => sum(xs.filter((s) => s.labels["messaging_destination_partition_id"] === String(q))));
     assert.deepEqual(byPartition(handled), perPartition, "labelled with the message's partition");
-    assert.match(first, /^# TYPE pcg_messages_handled_total counter$/m);
-    assert.match(first, /^# TYPE pcg_handler_duration histogram$/m);
-    assert.equal(sum(samples(first, "pcg_handler_duration_count")), 30, "one latency sample per message");
+    assert.match(first, /^# TYPE messaging_process_duration_seconds histogram$/m);
+    assert.match(first, /^# UNIT messaging_process_duration_seconds s$/m);
+    assert.doesNotMatch(first, /pcg_handler_duration|pcg_messages_handled/, "the old names are gone");
+    const buckets = samples(first, "messaging_process_duration_seconds_bucket").map((s) => s.labels["le"]);
+    assert.deepEqual([...new Set(buckets)], ["0.005", "0.01", "0.025", "0.05", "0.075", "0.1", "0.25", "0.5", "0.75", "1", "2.5", "5", "7.5", "10", "+Inf"], "the conventions' buckets, in seconds");
+    const seconds = sum(samples(first, "messaging_process_duration_seconds_sum"));
+    assert.ok(seconds > 0 && seconds < 30, `30 handler runs of ~0 ms take far less than 30 s (sum ${seconds}; in ms it would not be)`);
     assert.equal(sum(samples(first, "pcg_partitions_owned").filter((s) => s.labels["pcg_member"] === "m1")), 4);
     assert.equal(sum(samples(first, "pcg_messages_in_flight")), 0);
     assert.ok(sum(samples(first, "pcg_pin_changes_total").filter((s) => s.labels["pcg_event"] === "pinned")) >= 1);
 
     await publish(30, 20);
     await p.waitFor(() => p.json().length === 50, 60_000, "50 messages handled");
-    const second = samples(await scrape(metricsUrl), "pcg_messages_handled_total");
+    const second = samples(await scrape(metricsUrl), "messaging_process_duration_seconds_count");
     assert.equal(sum(second), 50, "the counters grow");
     assert.deepEqual(byPartition(second), perPartition);
 
@@ -121,9 +127,9 @@ describe("cli metrics", () => {
     const { p, metricsUrl } = await consumeWithMetrics("elastic", stream, group, "a");
     for (let i = 0; i < 12; i++) await env.js.publish(`${stream}.k${i}`, String(i));
     await p.waitFor(() => p.json().length === 12, 60_000, "12 messages handled");
-    const handled = samples(await scrape(metricsUrl), "pcg_messages_handled_total");
+    const handled = samples(await scrape(metricsUrl), "messaging_process_duration_seconds_count");
     assert.equal(sum(handled), 12);
-    assert.ok(handled.every((s) => s.labels["pcg_group"] === group && s.labels["pcg_member"] === "a" && s.labels["pcg_stream"] === stream));
+    assert.ok(handled.every((s) => s.labels["messaging_consumer_group_name"] === group && s.labels["pcg_member"] === "a" && s.labels["messaging_destination_name"] === stream));
     p.signal("SIGTERM");
     assert.equal((await p.exited(30_000)).code, 143);
 
