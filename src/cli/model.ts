@@ -99,8 +99,6 @@ export interface MessageDoc {
   pin_id: string | null;
   /** When the message was received, ISO-8601 with milliseconds. */
   ts: string;
-  /** Whether the ack was confirmed by the server. */
-  acked: boolean;
 }
 
 /** What `consume` reports about the member instance (stderr). */

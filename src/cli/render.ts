@@ -140,11 +140,10 @@ export function renderMappingsDeleted(doc: MappingsDoc): string {
 /** The clock part of an ISO timestamp: `12:34:56.789`. */
 const clock = (ts: string): string => ts.slice(11, 23);
 
-/** One `consume` line. */
+/** One `consume` line, printed before the message is acked (a failed ack is an `ack_failed` event of its own). */
 export function renderMessage(doc: MessageDoc, s: Styler): string {
-  const outcome = doc.acked ? s.green("acked") : s.red("NOT acked (it will be redelivered)");
   const redelivered = doc.delivered > 1 ? s.yellow(` delivered=${doc.delivered}`) : "";
-  return `${s.dim(clock(doc.ts))} [${doc.member}] partition=${doc.partition} subject=${doc.subject} seq=${doc.stream_seq}${redelivered} pinnedID=${doc.pin_id ?? "-"} ${outcome}`;
+  return `${s.dim(clock(doc.ts))} [${doc.member}] partition=${doc.partition} subject=${doc.subject} seq=${doc.stream_seq}${redelivered} pinnedID=${doc.pin_id ?? "-"}`;
 }
 
 /**

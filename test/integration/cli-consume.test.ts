@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { partitionOf, staticConsumerName } from "../../src/index.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { CgProcess, addSourceStream, addStaticStream, killAllCg, runCg } from "../helpers/cli-run.js";
+import { startAckHoldProxy } from "../helpers/ack-hold-proxy.js";
 
 let env: TestEnv;
 let url: string;
@@ -30,7 +31,6 @@ interface Record {
   delivered: number;
   pin_id: string | null;
   ts: string;
-  acked: boolean;
 }
 
 const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -55,7 +55,6 @@ function checkRecords(records: Record[], member: string, owned: number[], expect
     assert.ok(Number.isInteger(r.stream_seq) && r.stream_seq > 0);
     assert.ok(r.delivered >= 1);
     assert.equal(typeof r.pin_id, "string");
-    assert.equal(r.acked, true);
   }
 }
 
@@ -118,10 +117,10 @@ describe("cli consume", () => {
     const p = new CgProcess(["-s", url, "static", "join", stream, group, "m1", "--sleep", "5ms"]);
     await p.waitForText(`[m1] consuming from static group ${group} on stream ${stream}, partitions [0 1], processing time 5ms (Ctrl-C to stop)`, 30_000, "stderr");
     for (let i = 0; i < 3; i++) await env.js.publish(`${stream}.k${i}`, "x");
-    await p.waitFor((out) => out.split("\n").filter((l) => l.includes("acked")).length === 3, 30_000, "three message lines");
+    await p.waitFor((out) => out.split("\n").filter((l) => l.includes("pinnedID=")).length === 3, 30_000, "three message lines");
     const lines = p.stdout.trim().split("\n");
     assert.equal(lines.length, 3);
-    lines.forEach((line, i) => assert.match(line, new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} \\[m1\\] partition=[01] subject=${stream}\\.k${i} seq=${i + 1} pinnedID=\\S+ acked$`)));
+    lines.forEach((line, i) => assert.match(line, new RegExp(`^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} \\[m1\\] partition=[01] subject=${stream}\\.k${i} seq=${i + 1} pinnedID=\\S+$`)));
     assert.match(p.stderr, /\[m1\] pinned \(pin id \S+\): this instance is the active one/);
     p.signal("SIGINT");
     const r = await p.exited(30_000);
@@ -151,7 +150,7 @@ describe("cli consume", () => {
     assert.equal(handled.length, 1, "the message in flight was finished");
     const pinA = handled[0]?.pin_id;
     assert.equal(handled[0]?.stream_seq, first.seq);
-    assert.equal(handled[0]?.acked, true);
+    assert.ok(!a.json("stderr").some((e) => e["event"] === "ack_failed"), "its ack was confirmed");
     assert.ok(a.json("stderr").some((e) => e["event"] === "stopped"));
 
     // A unpinned on the way out: its pin id is gone at once, not after the pin's TTL
@@ -202,5 +201,34 @@ describe("cli consume", () => {
     const r = await p.exited(30_000);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stderr, new RegExp(`the static consumer group ${group} on stream ${stream} was deleted: member m1 stopped`));
+  });
+
+  test("cli consume - the record is printed before the ack: kill -9 once the server has the ack, the acked message was printed", async () => {
+    const stream = uniqueName("S");
+    await addStaticStream(env.jsm, stream, 2);
+    const group = uniqueName("g");
+    assert.equal((await runCg(["-s", url, "static", "create", "balanced", stream, group, "2", "m1"])).code, 0);
+    // The ack reaches the server; its confirmation never reaches cg. Printing after
+    // the confirmed ack (the old order) prints nothing in this window.
+    const proxy = await startAckHoldProxy(env.server.port);
+    try {
+      const acks: string[] = [];
+      const sub = env.nc.subscribe(`$JS.ACK.${stream}.>`, { callback: (_err, msg) => void acks.push(msg.subject) });
+      await env.nc.flush();
+      const p = new CgProcess(["-s", proxy.url, "--json", "static", "consume", stream, group, "m1", "--sleep", "0"]);
+      await started(p);
+      const { seq } = await env.js.publish(`${stream}.k1`, "x");
+      await waitFor(() => acks.length > 0, 30_000, "the server receives the ack");
+      p.signal("SIGKILL");
+      const exit = await p.exited(30_000);
+      sub.unsubscribe();
+      assert.equal(exit.signal, "SIGKILL");
+      assert.ok(proxy.holding(), "the ack's confirmation was held back");
+      const info = await env.jsm.consumers.info(stream, staticConsumerName(group, "m1"));
+      assert.equal(info.ack_floor.stream_seq, seq, "the server has the ack");
+      assert.deepEqual(p.json<Record>().map((r) => r.stream_seq), [seq], "every acked message was printed");
+    } finally {
+      await proxy.close();
+    }
   });
 });

@@ -55,8 +55,8 @@ describe("cli pure", () => {
   });
 
   test("cli render - a consume line", () => {
-    const line = renderMessage({ member: "m1", partition: 3, subject: "orders.k", stream_seq: 9, delivered: 2, pin_id: "P", ts: "2026-01-02T03:04:05.678Z", acked: true }, plain);
-    assert.equal(line, "03:04:05.678 [m1] partition=3 subject=orders.k seq=9 delivered=2 pinnedID=P acked");
+    const line = renderMessage({ member: "m1", partition: 3, subject: "orders.k", stream_seq: 9, delivered: 2, pin_id: "P", ts: "2026-01-02T03:04:05.678Z" }, plain);
+    assert.equal(line, "03:04:05.678 [m1] partition=3 subject=orders.k seq=9 delivered=2 pinnedID=P");
   });
 
   test("cli output - colour only on a TTY, never with NO_COLOR or TERM=dumb", () => {

@@ -1,6 +1,7 @@
 /**
  * `cg static consume` / `cg elastic consume`: runs one member instance with Go
- * cg's consumer template, prints one line (or NDJSON object) per message, and
+ * cg's consumer template, prints one line (or NDJSON object) per message before
+ * acking it (an ack that fails is an `ack_failed` event of its own), and
  * reports the instance's status on stderr. Ctrl-C stops it gracefully: the
  * message in flight is finished and acked, the instance unpins so a standby takes
  * over at once, and the exit code is 130 (143 after SIGTERM).
@@ -105,13 +106,9 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
   const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
     const ts = new Date().toISOString();
     if (sleepMs > 0) await sleep(sleepMs);
-    let acked = true;
-    try {
-      await msg.ackAck();
-    } catch (err) {
-      acked = false;
-      out.event({ event: "ack_failed", member, ts: new Date().toISOString(), seq: msg.seq, error: ackFailure(err, msg.seq) }, renderEvent);
-    }
+    // The record is written before the ack is sent, so the output is an at-least-once
+    // witness: every message the server has an ack for was printed (a kill -9 between
+    // the ack and the print can no longer lose the record of an acked message).
     const doc: MessageDoc = {
       member,
       partition: msg.partition,
@@ -120,9 +117,13 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
       delivered: msg.info.deliveryCount,
       pin_id: msg.pinId ?? null,
       ts,
-      acked,
     };
     out.record(doc, renderMessage);
+    try {
+      await msg.ackAck();
+    } catch (err) {
+      out.event({ event: "ack_failed", member, ts: new Date().toISOString(), seq: msg.seq, error: ackFailure(err, msg.seq) }, renderEvent);
+    }
   };
   const options = { stream, group, member, handler, consumerConfig: CONSUMER_TEMPLATE, ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}) };
   const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, options);
