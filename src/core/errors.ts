@@ -42,11 +42,15 @@ export type ErrorCode =
   | "PERMISSION_DENIED"
   | "SERVER_ERROR"
   | "CONSUMER_CONFLICT"
+  | "CONSUMER_LOST"
+  | "CLIENT_UNSUPPORTED"
   // lifecycle
   | "CONFIG_CHANGED"
   | "CONFIG_DELETED"
   | "WATCH_CLOSED"
   | "HANDLER_FAILED"
+  | "ACK_FAILED"
+  | "KEY_FAILED"
   | "STOPPED";
 
 /** Options accepted by {@link ConsumerGroupError}. */

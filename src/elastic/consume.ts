@@ -13,18 +13,19 @@ import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "
 import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
-import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import { currentPin, startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode } from "../nats/server-errors.js";
+import type { EnsureResult } from "../nats/member-port.js";
 
 function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
   const wq = workQueueStreamName(stream, group);
   const consumerName = elasticConsumerName(member);
-  const add = async (jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<boolean> => {
+  const add = async (jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<EnsureResult> => {
     try {
       await jsm.consumers.add(wq, config);
-      return true;
+      return "ready";
     } catch (err) {
-      if (apiErrorCode(err) === ApiCode.WorkQueueFilterNotUnique) return false;
+      if (apiErrorCode(err) === ApiCode.WorkQueueFilterNotUnique) return "busy";
       throw err;
     }
   };
@@ -33,6 +34,7 @@ function elasticDriver(stream: string, group: string, member: string, template: 
     flavour: ELASTIC,
     consumerStream: wq,
     consumerName,
+    stopWhenConsumerLost: false,
     partitions: (config) => memberPartitions(config.members, config.max_members, config.member_mappings, member),
     consumerConfig(config) {
       const filters = elasticGetPartitionFilters(config, member);
@@ -63,11 +65,14 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       try {
         return await add(jsm, config);
       } catch (err) {
-        // 10148: it exists with other filters (a stale membership): replace it, as Go does,
-        // unless another instance of this member runs in another concurrency mode.
+        // 10148: it exists with other filters (a stale membership). Unless another instance of this
+        // member runs in another concurrency mode, it is replaced as Go does, but only once nobody is
+        // pinned to it: a pinned instance may still be draining it, and deletes it itself when done.
         if (apiErrorCode(err) !== ApiCode.ConsumerAlreadyExists) throw err;
         const modes = await describeModeConflict(jsm, wq, consumerName, config);
         if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`, { cause: err });
+        const existing = await jsm.consumers.info(wq, consumerName).catch(() => undefined);
+        if (existing && currentPin(existing)) return "busy";
         try {
           await jsm.consumers.delete(wq, consumerName);
         } catch (deleteErr) {
@@ -122,7 +127,5 @@ export async function elasticConsume(js: JetStreamClient, options: ConsumeOption
   const current = await readConfig(kv, ELASTIC, stream, group);
   keys.extract = elasticKeyExtractor(current.config.partitioning_filters);
   const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit", ...modeConsumerSettings(options, settings) }, settings.ackWaitMs);
-  const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
-  await instance.start(false);
-  return instance;
+  return startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false);
 }

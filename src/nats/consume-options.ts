@@ -7,7 +7,7 @@ import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
 import { effectiveAckWaitMs } from "../core/timing.js";
 import type { MessageHandler } from "./pinned-consumer.js";
-import type { MemberLifecycle, MemberSettings } from "./member.js";
+import type { MemberLifecycle, MemberSettings } from "./member-types.js";
 import type { ConcurrencyMode, DispatchPolicy, RetryPolicy } from "./dispatcher.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { wrapServerError } from "./server-errors.js";
@@ -53,8 +53,10 @@ export interface ConsumeOptions extends MemberLifecycle {
    */
   keyOf?: (msg: ConsumerGroupMessage) => string;
   /**
-   * Buffered plus in-flight messages, in `partition` and `key` modes: the consumer's
-   * `max_ack_pending` is set to it. Default max(256, 4 × maxInFlight).
+   * The most messages this instance holds at once (buffered plus in flight), in every
+   * mode and whatever the consumer's `max_ack_pending` (even -1): pulls wait while it is
+   * reached. In `partition` and `key` modes the consumer's `max_ack_pending` is also set
+   * to it. Default max(256, 4 × maxInFlight).
    */
   maxBuffered?: number;
   /**
@@ -67,6 +69,12 @@ export interface ConsumeOptions extends MemberLifecycle {
    * `false` (the serial default): a failed message is nak'ed for immediate redelivery.
    */
   retry?: { maxDeliver?: number; backoffMs?: number | number[] } | false;
+  /**
+   * In Go's serial mode without `retry`, a failed message is nak'ed for redelivery after
+   * this delay, chosen by its delivery count (the last step repeats). Default
+   * 100, 500, 1000, 2000, 5000 ms; `0` nak's at once, as Go does.
+   */
+  nakBackoffMs?: number | number[];
   /** A subject stored by some stream; messages that fail `maxDeliver` times are published there. */
   deadLetterSubject?: string;
   /** False: on a membership change, give partitions up without draining handlers in flight (Go's behaviour; for comparison). Default true. */
@@ -130,7 +138,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     throw new ConsumerGroupError("INVALID_ARGUMENT", "keyOf must be a function (msg) => string");
   }
   const maxBuffered = maxBufferedOf(options, maxInFlight);
-  if (concurrency !== "serial" && (!Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight)) {
+  if (!Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBuffered must be an integer >= maxInFlight (${maxInFlight}), got ${String(options.maxBuffered)}`);
   }
   const retry = retryPolicy(js, options, template, concurrency);
@@ -141,19 +149,24 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     if (typeof fn !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a function`);
     Object.assign(lifecycle, { [name]: fn });
   }
+  const nakSteps = delaySteps(options.nakBackoffMs, "nakBackoffMs", [100, 500, 1000, 2000, 5000]);
   const dispatch: DispatchPolicy = {
     mode: concurrency,
     maxInFlight,
     keyOf: options.keyOf ?? defaultKeyOf,
     workingIntervalMs: ackWaitMs / 2,
+    nakDelayMs: (deliveryCount) => nakSteps[Math.min(Math.max(deliveryCount, 1) - 1, nakSteps.length - 1)] ?? 0,
     ...(retry ? { retry } : {}),
   };
+  const pullBatch = Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 100 : Math.min(maxBuffered, 256)));
   return {
     handler: options.handler,
     ackWaitMs,
     drainTimeoutMs: positive(options.drainTimeoutMs, "drainTimeoutMs", ackWaitMs),
     handoff: options.handoff ?? true,
-    pullBatch: Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 100 : Math.min(maxBuffered, 256))),
+    pullBatch,
+    // The local cap: what the process holds, whatever the consumer's max_ack_pending (even -1).
+    localBufferCap: Math.max(maxBuffered, maxInFlight),
     dispatch,
     lifecycle,
     ...(options.meterProvider ? { meterProvider: options.meterProvider } : {}),
@@ -167,10 +180,7 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
   if (!Number.isSafeInteger(maxDeliver) || maxDeliver < 1) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.maxDeliver must be an integer >= 1, got ${String(maxDeliver)}`);
   }
-  const steps = given?.backoffMs === undefined ? [100, 500, 1000, 2000, 5000] : Array.isArray(given.backoffMs) ? given.backoffMs : [given.backoffMs];
-  if (steps.length === 0 || steps.some((ms) => !Number.isFinite(ms) || ms < 0)) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", "retry.backoffMs must be a non-negative number or a non-empty array of them");
-  }
+  const steps = delaySteps(given?.backoffMs, "retry.backoffMs", [100, 500, 1000, 2000, 5000]);
   const subject = options.deadLetterSubject;
   if (subject !== undefined && (typeof subject !== "string" || subject === "" || /[\s*>]/.test(subject))) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
@@ -193,4 +203,14 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
         }
       : {}),
   };
+}
+
+/** A delay option (one number, or steps by attempt): checked, with its default. */
+function delaySteps(given: number | number[] | undefined, name: string, fallback: number[]): number[] {
+  if (given === undefined) return fallback;
+  const steps = Array.isArray(given) ? given : [given];
+  if (steps.length === 0 || steps.some((ms) => typeof ms !== "number" || !Number.isFinite(ms) || ms < 0)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a non-negative number of ms or a non-empty array of them, got ${JSON.stringify(given)}`);
+  }
+  return steps;
 }

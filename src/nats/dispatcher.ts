@@ -1,19 +1,26 @@
 /**
  * Ordered concurrency inside one member instance. Messages go into lanes (one lane
  * in `serial` mode, one per partition or per key otherwise). Lanes run in parallel
- * up to `maxInFlight`; within a lane, a message starts only after the previous one's
- * handler succeeded and its ack was sent (or it was dead-lettered). A lane is kept in
- * stream-sequence order, so a redelivered message goes back in front of later ones.
+ * up to `maxInFlight` handlers at once; within a lane, a message starts only after
+ * the previous one's handler succeeded and its ack was sent (or it was
+ * dead-lettered). A lane is kept in stream-sequence order, so a redelivered message
+ * goes back in front of later ones.
+ *
+ * A message that failed and waits for its next attempt (backoff, or a blocked key)
+ * holds its lane but no handler slot: other keys keep flowing.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
+import { ConsumerGroupError } from "../core/errors.js";
 import { ConsumerGroupMessage, partitionOfStoredSubject } from "./message.js";
+import { SettledMemory } from "./settled-memory.js";
 
 /** How a member instance runs handlers. */
 export type ConcurrencyMode = "serial" | "partition" | "key";
 
 /** Where messages that keep failing go. */
 export interface DeadLetter {
+  /** The dead-letter subject. */
   subject: string;
   /** Stores the dead letter (resolves once it is stored). */
   publish(subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<void>;
@@ -25,29 +32,42 @@ export interface RetryPolicy {
   maxDeliver: number;
   /** The wait before attempt `attempt + 1`. */
   backoffMs(attempt: number): number;
+  /** Where a message goes after `maxDeliver` failed attempts; absent: its lane blocks. */
   deadLetter?: DeadLetter;
 }
 
 /** The dispatch settings of an instance. */
 export interface DispatchPolicy {
+  /** How handlers run. */
   mode: ConcurrencyMode;
+  /** Handlers running at once. */
   maxInFlight: number;
   /** The lane key of a message in `key` mode. */
   keyOf(msg: ConsumerGroupMessage): string;
-  /** Undefined: a failed message is nak'ed at once for redelivery (Go's behaviour). */
+  /** Undefined: a failed message is nak'ed for redelivery (Go's behaviour), after {@link DispatchPolicy.nakDelayMs}. */
   retry?: RetryPolicy;
-  /** Send `working()` this often while a message is in flight (0: never). */
+  /** The delay of the nak of a failed message without `retry`, by its delivery count (0: at once, as Go). */
+  nakDelayMs?(deliveryCount: number): number;
+  /** Send `working()` this often for every message held here (0: never). Half of AckWait. */
   workingIntervalMs: number;
 }
 
 /** What the dispatcher reports. */
 export interface DispatchEvents {
+  /** A handler (or the key function) failed on attempt `attempt`. */
   onHandlerError(error: unknown, msg: ConsumerGroupMessage, attempt: number): void;
+  /** A message was published to the dead-letter subject and terminated. */
   onDeadLettered(msg: ConsumerGroupMessage, error: unknown, subject: string): void;
+  /** A lane waits for a message that failed `maxDeliver` times and has nowhere to go. */
   onBlocked(lane: string, msg: ConsumerGroupMessage, error: unknown): void;
+  /** A handler succeeded and its ack was sent (confirmed, while draining). */
   onHandled(msg: ConsumerGroupMessage, durationMs: number): void;
   /** A message was delivered to this instance. */
   onReceived?(msg: ConsumerGroupMessage): void;
+  /** A handler succeeded, but the server did not confirm its ack: it may be redelivered. */
+  onAckFailed?(msg: ConsumerGroupMessage, error: unknown): void;
+  /** The drain timeout passed with handlers still running; their signal was aborted and they are still awaited. */
+  onDrainTimeout?(running: number, waitedMs: number): void;
 }
 
 /** A handler. */
@@ -58,7 +78,8 @@ interface Lane {
   queue: LaneMessage[];
   /** Stream sequences in `queue`: a redelivery is recognised without a scan. */
   queued: Set<number>;
-  running: LaneMessage | undefined;
+  /** The message this lane works on: its handler runs, or it waits for its next attempt. */
+  head: LaneMessage | undefined;
   /** True while the lane is in the ready list. */
   ready: boolean;
   /**
@@ -69,13 +90,21 @@ interface Lane {
   awaiting: { seq: number; timer: NodeJS.Timeout } | undefined;
 }
 
-/** A message in a lane: remembers the delay of a nak, to know how long its redelivery may take. */
+/** A message in a lane, with what the lane needs to know about it. */
 class LaneMessage extends ConsumerGroupMessage {
   nakDelayMs = 0;
   /** When it was delivered: its AckWait runs from then, not from when its handler starts. */
   readonly receivedAt = performance.now();
   /** When the server last heard of it (delivery, or the last working()). */
   lastBeatAt = this.receivedAt;
+  /** Handler attempts made here. */
+  attempts = 0;
+  /** The error of the key function, when it failed for this message (`key` mode). */
+  keyError: unknown = undefined;
+  /** The next attempt's timer, while it backs off. */
+  retryTimer: NodeJS.Timeout | undefined;
+  /** The last failure, while it backs off. */
+  lastError: unknown = undefined;
 
   override nak(delayMs?: number): void {
     if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
@@ -88,9 +117,6 @@ function isPromiseLike(value: unknown): value is PromiseLike<void> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === "function";
 }
 
-/** How many settled stream sequences an instance remembers, to recognise late redeliveries of them. */
-const SETTLED_MEMORY = 8192;
-
 /** Header names of a dead letter. */
 export const DeadLetterHeaders = {
   OriginStream: "Pcg-Origin-Stream",
@@ -102,22 +128,27 @@ export const DeadLetterHeaders = {
   Subject: "Pcg-Subject",
 } as const;
 
+/** The lane of messages whose key could not be computed, per partition. */
+const UNKEYED = "!";
+
 /**
- * The lanes of one consume. Not reusable after {@link drain}.
+ * The lanes of one consume. Not reusable after {@link Dispatcher.drain}.
  */
 export class Dispatcher {
   private readonly lanes = new Map<string, Lane>();
   private readonly ready: Lane[] = [];
-  /**
-   * Sequences acked or terminated here, in two generations of at most SETTLED_MEMORY
-   * each (the older one is dropped when the newer fills): a late redelivery of one is
-   * settled again, not handled again. Cheaper per message than evicting one by one.
-   */
-  private settled = new Map<number, "ack" | "term">();
-  private settledBefore = new Map<number, "ack" | "term">();
-  private inFlight = 0;
+  /** Lanes whose head's backoff is over: they go before fresh messages. */
+  private readonly retries: Lane[] = [];
+  private readonly settled = new SettledMemory();
+  /** Handlers running now (bounded by maxInFlight). */
+  private executing = 0;
+  /** Lanes working on a message (running, or waiting for a retry). */
+  private heads = 0;
+  /** Messages in the lanes' queues. */
+  private queuedCount = 0;
   private stopping = false;
-  private readonly abort = new AbortController();
+  /** Aborts the handlers' `msg.signal` at the drain timeout. */
+  private readonly handlerAbort = new AbortController();
   private idle: (() => void)[] = [];
   /** Deliveries that arrived while draining, given back with the rest once the drain is over. */
   private readonly late: JsMsg[] = [];
@@ -126,9 +157,11 @@ export class Dispatcher {
   private holdTimer: NodeJS.Timeout | undefined;
   /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
   ackPendingLimit = Number.POSITIVE_INFINITY;
+  /** Called when a message left the dispatcher (room in the local buffer). */
+  onRoom: (() => void) | undefined;
   /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
   private pumping = false;
-  /** One timer sends working() for every running message (a timer per message costs more than the handlers). */
+  /** One timer sends working() for every message held here (a timer per message costs more than the handlers). */
   private sweeper: NodeJS.Timeout | undefined;
 
   constructor(
@@ -137,22 +170,20 @@ export class Dispatcher {
     private readonly events: DispatchEvents,
   ) {}
 
-  /** Messages buffered plus in flight. */
+  /** Messages held here: buffered plus in progress. */
   get size(): number {
-    let n = 0;
-    for (const lane of this.lanes.values()) n += lane.queue.length + (lane.running ? 1 : 0);
-    return n;
+    return this.queuedCount + this.heads;
   }
 
   /** Messages whose handler is running. */
   get running(): number {
-    return this.inFlight;
+    return this.executing;
   }
 
   /** Takes a delivered message. */
   push(m: JsMsg): void {
     // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
-    const done = this.settled.get(m.seq) ?? this.settledBefore.get(m.seq);
+    const done = this.settled.get(m.seq);
     if (this.stopping) {
       if (done === "ack") m.ack();
       else if (done === "term") m.term();
@@ -160,27 +191,29 @@ export class Dispatcher {
       else this.late.push(m);
       return;
     }
-    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject));
+    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal);
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
     if (done === "term") return m.term();
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { key, queue: [], queued: new Set(), running: undefined, ready: false, awaiting: undefined };
+      lane = { key, queue: [], queued: new Set(), head: undefined, ready: false, awaiting: undefined };
       this.lanes.set(key, lane);
     }
-    // A redelivery of what is running: the running copy settles it (unless that copy was nak'ed: then this is its retry).
-    if (lane.running?.seq === msg.seq && lane.running.settlement !== "nak") return;
+    // A redelivery of what is in progress: the copy in progress settles it (unless that copy was nak'ed: then this is its retry).
+    if (lane.head?.seq === msg.seq && lane.head.settlement !== "nak") return;
     if (lane.queued.has(msg.seq)) {
       lane.queue[lane.queue.findIndex((x) => x.seq === msg.seq)] = msg; // keep the freshest delivery
       return;
     }
     lane.queued.add(msg.seq);
+    this.queuedCount += 1;
     let at = lane.queue.length;
     while (at > 0 && (lane.queue[at - 1]?.seq ?? 0) > msg.seq) at--;
     if (at === lane.queue.length) lane.queue.push(msg);
     else lane.queue.splice(at, 0, msg);
+    this.sweeper ??= this.startSweeper();
     this.schedule(lane);
     // The server sends fresh messages only once its redelivery queue is empty.
     // (or when the consumer's max_ack_pending is reached: then nothing else can come).
@@ -208,23 +241,51 @@ export class Dispatcher {
     this.pump();
   }
 
+  /**
+   * The instance lost its pin: nothing more may start here. Gives back (nak, in stream
+   * order) every message that has not started, so the newly pinned instance gets them
+   * at once; the ones in progress finish (or go back on their next failure).
+   */
+  giveBackQueued(): void {
+    const back: LaneMessage[] = [];
+    for (const lane of this.lanes.values()) {
+      back.push(...lane.queue.splice(0));
+      lane.queued.clear();
+      clearTimeout(lane.awaiting?.timer);
+      lane.awaiting = undefined;
+      lane.ready = false;
+      this.forgetIfIdle(lane);
+    }
+    this.queuedCount = 0;
+    this.ready.length = 0;
+    back.sort((a, b) => a.seq - b.seq);
+    for (const msg of back) msg.nak();
+    if (back.length > 0) this.onRoom?.();
+  }
+
   /** Puts a lane in the ready list when its next message may start. */
   private schedule(lane: Lane): void {
-    if (lane.ready || lane.running) return;
+    if (lane.ready || lane.head) return;
     const next = lane.queue[0];
     if (!next || (lane.awaiting && next.seq > lane.awaiting.seq)) return;
     lane.ready = true;
     this.ready.push(lane);
   }
 
-  private laneOf(msg: ConsumerGroupMessage): string {
+  private laneOf(msg: LaneMessage): string {
     switch (this.policy.mode) {
       case "serial":
         return "";
       case "partition":
         return `p${msg.partition}`;
       case "key":
-        return `k${this.policy.keyOf(msg)}`;
+        try {
+          return `k${this.policy.keyOf(msg)}`;
+        } catch (error) {
+          // Its key is unknown: it waits in its partition's lane of such messages and goes through the failure policy.
+          msg.keyError = error;
+          return `${UNKEYED}${msg.partition}`;
+        }
     }
   }
 
@@ -232,30 +293,49 @@ export class Dispatcher {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      while (!this.stopping && !this.holdTimer && this.inFlight < this.policy.maxInFlight && this.ready.length > 0) {
+      while (!this.stopping && !this.holdTimer && this.executing < this.policy.maxInFlight) {
+        const retry = this.retries.shift();
+        if (retry) {
+          const msg = retry.head;
+          if (msg && msg.retryTimer === undefined && msg.settlement === undefined) this.run(retry, msg);
+          continue;
+        }
         const lane = this.ready.shift();
-        if (!lane) continue;
+        if (!lane) break;
         lane.ready = false;
         const msg = lane.queue[0];
-        if (lane.running || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+        if (lane.head || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
         lane.queue.shift();
         lane.queued.delete(msg.seq);
+        this.queuedCount -= 1;
         if (lane.awaiting) {
           clearTimeout(lane.awaiting.timer);
           lane.awaiting = undefined;
         }
-        lane.running = msg;
-        this.inFlight += 1;
-        this.sweeper ??= this.startSweeper();
-        // A handler that returns synchronously completes here, in the same tick as its
-        // delivery, so the acks of a whole batch leave in one socket write.
-        const pending = this.attempt(lane, msg);
-        if (pending) void pending.finally(() => this.finish(lane, msg));
-        else this.finish(lane, msg);
+        lane.head = msg;
+        this.heads += 1;
+        this.run(lane, msg);
       }
     } finally {
       this.pumping = false;
     }
+  }
+
+  /** Runs one attempt of a lane's head. */
+  private run(lane: Lane, msg: LaneMessage): void {
+    this.executing += 1;
+    msg.attempts += 1;
+    // A handler that returns synchronously completes here, in the same tick as its
+    // delivery, so the acks of a whole batch leave in one socket write.
+    const pending = this.attempt(lane, msg);
+    if (pending) void pending.finally(() => this.attemptDone());
+    else this.attemptDone();
+  }
+
+  private attemptDone(): void {
+    this.executing -= 1;
+    // Inside pump() (a synchronous handler) the running loop starts the next message itself.
+    this.pump();
   }
 
   /** Whether a lane keeps its order when a message fails or is nak'ed: all but Go's serial mode without retries. */
@@ -263,47 +343,47 @@ export class Dispatcher {
     return this.policy.mode !== "serial" || this.policy.retry !== undefined;
   }
 
-  private finish(lane: Lane, msg: LaneMessage): void {
+  /** The lane's head is done with (settled, or given back). */
+  private complete(lane: Lane, msg: LaneMessage): void {
+    if (lane.head !== msg) return;
     const settlement = msg.settlement;
-    if (settlement === "ack" || settlement === "term") this.remember(msg.seq, settlement);
+    if (settlement === "ack" || settlement === "term") this.settled.remember(msg.seq, settlement);
     else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
-    lane.running = undefined;
-    this.inFlight -= 1;
+    clearTimeout(msg.retryTimer);
+    msg.retryTimer = undefined;
+    lane.head = undefined;
+    this.heads -= 1;
     this.schedule(lane);
     this.forgetIfIdle(lane);
-    if (this.inFlight === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
-    // Inside pump() (a synchronous handler) the running loop starts the next message itself.
+    if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
+    this.onRoom?.();
     this.pump();
   }
 
   /**
-   * Every AckWait/4, sends working() for each running, unsettled message whose
-   * server-side AckWait clock (from its delivery or its last working()) is at half:
-   * a message that waited in its lane must not reach AckWait before the first beat.
+   * Every AckWait/8, sends working() for each unsettled message held here (running,
+   * waiting for a retry, or buffered) whose server-side AckWait clock (from its
+   * delivery or its last working()) is past half: nothing held in this process is
+   * redelivered because it waited here.
    */
   private startSweeper(): NodeJS.Timeout | undefined {
     const every = this.policy.workingIntervalMs;
     if (every <= 0) return undefined;
     const timer = setInterval(() => {
       const now = performance.now();
-      for (const lane of this.lanes.values()) {
-        const msg = lane.running;
-        if (msg && msg.settlement === undefined && now - msg.lastBeatAt >= every * 0.75) {
+      const beat = (msg: LaneMessage): void => {
+        if (msg.settlement === undefined && now - msg.lastBeatAt >= every * 0.75) {
           msg.working();
           msg.lastBeatAt = now;
         }
+      };
+      for (const lane of this.lanes.values()) {
+        if (lane.head) beat(lane.head);
+        for (const msg of lane.queue) beat(msg);
       }
     }, every / 4);
     timer.unref();
     return timer;
-  }
-
-  private remember(seq: number, settlement: "ack" | "term"): void {
-    this.settled.set(seq, settlement);
-    if (this.settled.size >= SETTLED_MEMORY) {
-      this.settledBefore = this.settled;
-      this.settled = new Map();
-    }
   }
 
   /**
@@ -323,7 +403,7 @@ export class Dispatcher {
   }
 
   private forgetIfIdle(lane: Lane): void {
-    if (!lane.running && !lane.awaiting && lane.queue.length === 0 && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
+    if (!lane.head && !lane.awaiting && lane.queue.length === 0 && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
   /**
@@ -334,72 +414,87 @@ export class Dispatcher {
     const started = performance.now();
     let result: void | Promise<void>;
     try {
+      if (msg.keyError !== undefined) this.policy.keyOf(msg); // still failing? then this attempt fails too
       result = this.handler(msg);
     } catch (error) {
-      return this.recover(lane, msg, error);
+      this.failed(lane, msg, msg.keyError !== undefined ? keyFailure(msg, error) : error);
+      return undefined;
     }
     if (isPromiseLike(result)) {
       return Promise.resolve(result).then(
-        () => this.succeeded(msg, started),
-        (error: unknown) => this.recover(lane, msg, error),
+        () => this.succeeded(lane, msg, started),
+        (error: unknown) => this.failed(lane, msg, error),
       );
     }
-    return this.succeeded(msg, started);
+    return this.succeeded(lane, msg, started);
   }
 
-  private succeeded(msg: LaneMessage, started: number): Promise<void> | undefined {
+  private succeeded(lane: Lane, msg: LaneMessage, started: number): Promise<void> | undefined {
     if (msg.settlement === undefined && this.stopping) {
       // While draining, the consumer may be deleted right after: wait for the server to
       // confirm the ack, or it could be lost and the message handled again elsewhere.
       return msg.ackAck().then(
-        () => this.events.onHandled(msg, performance.now() - started),
-        () => this.events.onHandled(msg, performance.now() - started),
+        () => {
+          this.events.onHandled(msg, performance.now() - started);
+          this.complete(lane, msg);
+        },
+        (error: unknown) => {
+          this.events.onAckFailed?.(msg, error);
+          this.complete(lane, msg);
+        },
       );
     }
     if (msg.settlement === undefined) msg.ack();
     this.events.onHandled(msg, performance.now() - started);
+    this.complete(lane, msg);
     return undefined;
   }
 
-  /** The first attempt failed: retry in place (or nak, in Go's serial mode). */
-  private async recover(lane: Lane, msg: LaneMessage, firstError: unknown): Promise<void> {
+  /** An attempt failed: retry later without holding a slot, dead-letter, block, or nak (Go's serial mode). */
+  private failed(lane: Lane, msg: LaneMessage, error: unknown): void {
+    const attempt = msg.attempts;
+    this.events.onHandlerError(error, msg, attempt);
+    if (msg.settlement !== undefined) return this.complete(lane, msg); // the handler settled it before throwing
     const retry = this.policy.retry;
-    let blocked = false;
-    let error = firstError;
-    for (let attempt = 1; ; attempt++) {
-      this.events.onHandlerError(error, msg, attempt);
-      if (msg.settlement !== undefined) return; // the handler settled it before throwing
-      if (!retry || this.stopping) {
-        msg.nak();
+    if (!retry || this.stopping) {
+      msg.nak(this.stopping ? undefined : this.policy.nakDelayMs?.(msg.info.deliveryCount));
+      return this.complete(lane, msg);
+    }
+    msg.lastError = error;
+    if (attempt >= retry.maxDeliver) {
+      if (retry.deadLetter) {
+        const target = retry.deadLetter;
+        // The publish holds the lane, not a handler slot.
+        void this.deadLetter(target, lane.key, msg, error, attempt).then(
+          () => this.complete(lane, msg),
+          (dlqError: unknown) => {
+            this.events.onHandlerError(dlqError, msg, attempt);
+            this.backOff(lane, msg, retry.backoffMs(attempt));
+          },
+        );
         return;
       }
-      if (attempt >= retry.maxDeliver) {
-        if (retry.deadLetter) {
-          try {
-            await this.deadLetter(retry.deadLetter, lane.key, msg, error, attempt);
-            return;
-          } catch (dlqError) {
-            this.events.onHandlerError(dlqError, msg, attempt);
-          }
-        } else if (!blocked) {
-          blocked = true;
-          this.events.onBlocked(lane.key.slice(1), msg, error);
-        }
-      }
-      await this.sleep(retry.backoffMs(attempt));
+      if (attempt === retry.maxDeliver) this.events.onBlocked(lane.key.slice(1), msg, error);
+    }
+    this.backOff(lane, msg, retry.backoffMs(attempt));
+  }
+
+  /** The lane's head tries again after `ms`; meanwhile its slot is free for other lanes. */
+  private backOff(lane: Lane, msg: LaneMessage, ms: number): void {
+    if (this.stopping) {
+      msg.nak();
+      return this.complete(lane, msg);
+    }
+    msg.retryTimer = setTimeout(() => {
+      msg.retryTimer = undefined;
+      if (lane.head !== msg) return;
       if (this.stopping) {
         msg.nak();
-        return;
+        return this.complete(lane, msg);
       }
-      const started = performance.now();
-      try {
-        await this.handler(msg);
-        await this.succeeded(msg, started);
-        return;
-      } catch (next) {
-        error = next;
-      }
-    }
+      this.retries.push(lane);
+      this.pump();
+    }, ms);
   }
 
   private async deadLetter(target: DeadLetter, laneKey: string, msg: ConsumerGroupMessage, error: unknown, attempts: number): Promise<void> {
@@ -410,7 +505,7 @@ export class Dispatcher {
     h.set(DeadLetterHeaders.OriginStream, source?.[0] ?? msg.info.stream);
     h.set(DeadLetterHeaders.OriginSequence, source?.[1] ?? String(msg.seq));
     h.set(DeadLetterHeaders.Partition, String(msg.partition));
-    h.set(DeadLetterHeaders.Key, this.policy.mode === "key" ? laneKey.slice(1) : this.policy.keyOf(msg));
+    h.set(DeadLetterHeaders.Key, this.keyHeader(laneKey, msg));
     // Handler runs in all: the server's earlier deliveries plus the attempts made in place.
     h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
     h.set(DeadLetterHeaders.Subject, msg.subject);
@@ -420,44 +515,54 @@ export class Dispatcher {
     this.events.onDeadLettered(msg, error, target.subject);
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.abort.signal.aborted) return resolve();
-      // The listener goes when the timer fires: one per backoff would pile up on a long-lived instance.
-      const onAbort = (): void => {
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.abort.signal.removeEventListener("abort", onAbort);
-        resolve();
-      }, ms);
-      this.abort.signal.addEventListener("abort", onAbort, { once: true });
-    });
+  /** The key a dead letter records: the lane's in `key` mode, else the key function's ("" when it fails). */
+  private keyHeader(laneKey: string, msg: ConsumerGroupMessage): string {
+    if (this.policy.mode === "key") return laneKey.startsWith(UNKEYED) ? "" : laneKey.slice(1);
+    try {
+      return this.policy.keyOf(msg);
+    } catch {
+      return "";
+    }
   }
 
   /**
-   * Stops starting messages, waits up to `timeoutMs` for the ones running, and
-   * nak's everything buffered (and whatever arrived meanwhile), in stream order, so
-   * that it is redelivered at once.
+   * Stops starting messages and waits for the ones in progress; what waits for a
+   * retry is given back at once. If handlers still run after `timeoutMs`, reports it,
+   * aborts their `msg.signal`, and keeps waiting for them (their messages keep getting
+   * `working()`): a message is never released while its handler runs. `timeoutMs` 0
+   * (no handoff, Go's behaviour) does not wait at all. Then nak's everything buffered
+   * (and whatever arrived meanwhile), in stream order, so it is redelivered at once.
    *
    * @param giveBackAfter - nothing is nak'ed before it settles (the consume's subscription is gone:
    *   a redelivery the server tried to send to it would go to the back of its queue)
-   * @returns true when nothing was left running
+   * @returns true when nothing was left running at `timeoutMs`
    */
   async drain(timeoutMs: number, giveBackAfter?: Promise<unknown>): Promise<boolean> {
     this.stopping = true;
-    this.abort.abort();
     clearTimeout(this.holdTimer);
     this.holdTimer = undefined;
-    let finished = this.inFlight === 0;
-    if (!finished) {
+    this.ready.length = 0;
+    // Heads waiting for a retry go back now: nothing runs them any more.
+    for (const lane of [...this.lanes.values()]) {
+      const head = lane.head;
+      if (head?.retryTimer !== undefined) {
+        head.nak();
+        this.complete(lane, head);
+      }
+    }
+    this.retries.length = 0;
+    const started = performance.now();
+    let finished = this.heads === 0;
+    if (!finished && timeoutMs > 0) {
+      const idle = new Promise<void>((resolve) => this.idle.push(resolve));
       let timer: NodeJS.Timeout | undefined;
-      finished = await Promise.race([
-        new Promise<boolean>((resolve) => this.idle.push(() => resolve(true))),
-        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs))),
-      ]);
+      finished = await Promise.race([idle.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))]);
       clearTimeout(timer);
+      if (!finished) {
+        this.events.onDrainTimeout?.(this.executing, Math.round(performance.now() - started));
+        this.handlerAbort.abort(new ConsumerGroupError("STOPPED", `the drain timeout (${timeoutMs} ms) passed while the handler still ran`));
+        await idle;
+      }
     }
     await giveBackAfter?.catch(() => undefined);
     // Give back what was not started in stream order: the server redelivers naks in the
@@ -469,11 +574,16 @@ export class Dispatcher {
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
     }
+    this.queuedCount = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     this.drained = true;
-    this.ready.length = 0;
     clearInterval(this.sweeper);
     return finished;
   }
+}
+
+function keyFailure(msg: ConsumerGroupMessage, error: unknown): ConsumerGroupError {
+  const detail = error instanceof Error ? error.message : String(error);
+  return new ConsumerGroupError("KEY_FAILED", `keyOf threw for the message on "${msg.subject}" (seq ${msg.seq}): ${detail}; it goes through the failure policy`, { cause: error });
 }

@@ -5,6 +5,9 @@
 import type { DeliveryInfo, JsMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 
+/** A signal that never aborts: messages handled outside a drain. */
+const NEVER_ABORTED: AbortSignal = new AbortController().signal;
+
 /** How a message was settled, if it was. */
 export type Settlement = "ack" | "nak" | "term";
 
@@ -22,12 +25,20 @@ export class ConsumerGroupMessage {
   /**
    * @param msg - the underlying nats.js message
    * @param partition - the partition it belongs to
+   * @param signal - aborts when the handler should give up (see {@link ConsumerGroupMessage.signal})
    */
   constructor(
     /** The underlying nats.js message, for anything not wrapped here. */
     readonly msg: JsMsg,
     /** The partition of the message (Go does not expose it). */
     readonly partition: number,
+    /**
+     * Aborted when the instance wants the handler to finish early: the drain timeout
+     * of a `stop()` or a rebalance passed while it still runs. The instance still waits
+     * for the handler to settle (and keeps its message from being redelivered meanwhile),
+     * so pass it to whatever the handler awaits (`fetch(url, { signal: msg.signal })`).
+     */
+    readonly signal: AbortSignal = NEVER_ABORTED,
   ) {}
 
   /** The subject without the partition token, e.g. `orders.eu.42`. */

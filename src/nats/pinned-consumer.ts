@@ -5,13 +5,16 @@
  * Messages are taken in callback mode and queued here, so pulls carrying the pin id
  * keep going out while a slow handler works: in iterator mode nats.js queues pulls
  * behind buffered messages, and a pinned instance that pulls late loses its pin.
- * The server's `max_ack_pending` bounds the queue.
+ * A gate in front of the pulls bounds what is held in the process (the local cap),
+ * whatever the consumer's `max_ack_pending`; while the gate is shut, or while the
+ * instance drains, a pin keep-alive (a pull that cannot deliver) keeps the pin.
  */
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { createInbox, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
+import { apiPrefix, checkConsumeShape, connectionOf, consumePinId, consumeSubscription, gatePulls, replySubject } from "./client-seam.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
 const REDELIVERY_HOLD_MS = 500;
@@ -35,6 +38,10 @@ export interface PullSettings {
   expiresMs: number;
   /** Messages per pull. */
   maxMessages: number;
+  /** The most messages held in the process at once. */
+  localBufferCap: number;
+  /** The consumer's PinnedTTL in ms: the pin keep-alive goes out three times per TTL. */
+  pinnedTtlMs: number;
 }
 
 /**
@@ -44,10 +51,17 @@ export class PinnedConsumer {
   private messages: ConsumerMessages | undefined;
   private handle: Consumer | undefined;
   private readonly dispatcher: Dispatcher;
+  private readonly nc: NatsConnection;
   private stopping = false;
   private lastPinId: string | undefined;
   /** The ack subject of the latest delivery: where the settle barrier is sent. */
   private lastReply: string | undefined;
+  /** The consumer's creation time, as the server reported it when this instance bound to it. */
+  private createdAt: string | undefined;
+  private gate: { resume(): void } | undefined;
+  /** True while the gate withholds a pull. */
+  private gateShut = false;
+  private keepAlive: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -60,12 +74,19 @@ export class PinnedConsumer {
     private readonly settings: PullSettings,
     private readonly events: PinnedConsumerEvents,
   ) {
+    this.nc = connectionOf(js);
     this.dispatcher = new Dispatcher(handler, policy, events);
+    this.dispatcher.onRoom = () => this.onRoom();
   }
 
   /** The most recent `Nats-Pin-Id` seen on a message, if any. */
   get pinId(): string | undefined {
     return this.lastPinId;
+  }
+
+  /** The `created` time of the consumer this instance joined (ISO text from the server). */
+  get joinedCreated(): string | undefined {
+    return this.createdAt;
   }
 
   /** Messages buffered plus in flight. */
@@ -78,20 +99,35 @@ export class PinnedConsumer {
     return this.dispatcher.running;
   }
 
-  /** Starts pulling. */
+  /**
+   * Starts pulling.
+   *
+   * @throws ConsumerGroupError `CLIENT_UNSUPPORTED` when the installed nats.js lacks what the handoff needs
+   */
   async start(): Promise<void> {
     const consumer = await this.js.consumers.get(this.stream, this.consumer);
     this.handle = consumer;
-    const limit = (await consumer.info(true)).config.max_ack_pending;
+    const info = await consumer.info(true);
+    this.createdAt = info.created;
+    const limit = info.config.max_ack_pending;
     if (limit !== undefined && limit > 0) this.dispatcher.ackPendingLimit = limit;
     const messages = await consumer.consume({
       group: PRIORITY_GROUP,
       expires: this.settings.expiresMs,
-      max_messages: this.settings.maxMessages,
+      max_messages: Math.min(this.settings.maxMessages, this.settings.localBufferCap),
       abort_on_missing_resource: true,
       callback: (m) => this.take(m),
     });
     this.messages = messages;
+    try {
+      checkConsumeShape(messages);
+    } catch (err) {
+      messages.stop();
+      throw err;
+    }
+    this.gate = gatePulls(messages, (outstanding) => this.settings.localBufferCap - this.dispatcher.size - outstanding);
+    this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
+    this.keepAlive.unref();
     void this.watchStatus(messages);
     void messages.closed().then((err) => {
       if (!this.stopping) this.events.onEnded(err ? err.message : "the consume ended");
@@ -102,8 +138,12 @@ export class PinnedConsumer {
     for await (const s of messages.status()) {
       if (this.stopping) continue;
       if (s.type === "consumer_pinned") this.events.onPinned(s.id);
-      else if (s.type === "consumer_unpinned") this.events.onUnpinned();
-      else if (s.type === "consumer_deleted") {
+      else if (s.type === "consumer_unpinned") {
+        // Another instance is pinned now: nothing more starts here; what has not started goes back to it.
+        this.lastPinId = undefined;
+        this.dispatcher.giveBackQueued();
+        this.events.onUnpinned();
+      } else if (s.type === "consumer_deleted") {
         this.events.onEnded(`the consumer was deleted (${s.code} ${s.description})`);
         messages.stop();
       }
@@ -115,22 +155,52 @@ export class PinnedConsumer {
     // Taking the pin over with a redelivery: let the server deliver all of them before starting any.
     if (pin && pin !== this.lastPinId && m.info.deliveryCount > 1) this.dispatcher.holdForRedeliveries(REDELIVERY_HOLD_MS);
     if (pin) this.lastPinId = pin;
-    this.lastReply = (m as unknown as { reply?: string }).reply || this.lastReply;
+    this.lastReply = replySubject(m) ?? this.lastReply;
     this.dispatcher.push(m);
+    if (!this.gateShut && this.dispatcher.size >= this.settings.localBufferCap) this.gateShut = true;
+  }
+
+  /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
+  private onRoom(): void {
+    if (!this.gateShut || this.stopping) return;
+    const room = this.settings.localBufferCap - this.dispatcher.size;
+    if (room < Math.max(1, Math.floor(Math.min(this.settings.maxMessages, this.settings.localBufferCap) / 4))) return;
+    this.gateShut = false;
+    this.gate?.resume();
   }
 
   /**
-   * Stops pulling, waits (up to `timeoutMs`) for the handlers in flight, and
-   * nak's what was delivered but not started, so it is redelivered at once.
-   * Unless `timeoutMs` is 0 (no handoff, Go's behaviour), it also makes sure that
-   * deliveries already on their way are nak'ed rather than dropped, and that the
-   * server has applied every ack and nak sent before it returns.
+   * While no regular pull goes out (the gate is shut, or the instance drains), a pull
+   * carrying the pin id resets the server's pin timer. It asks for one message of at
+   * most one byte without waiting, so it can deliver nothing, and its answer goes to
+   * an inbox nobody listens on.
+   */
+  private keepPin(): void {
+    if (!this.gateShut && !this.stopping) return;
+    const id = this.messages ? consumePinId(this.messages) || this.lastPinId : this.lastPinId;
+    if (!id || this.nc.isClosed()) return;
+    const request = { batch: 1, max_bytes: 1, no_wait: true, group: PRIORITY_GROUP, id };
+    try {
+      this.nc.publish(`${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`, JSON.stringify(request), { reply: createInbox() });
+    } catch {
+      // the connection is closing: the pin times out, as it would anyway
+    }
+  }
+
+  /**
+   * Stops pulling, waits for the handlers in flight (past `timeoutMs` their signal is
+   * aborted and they are still awaited), and nak's what was delivered but not started,
+   * so it is redelivered at once. Unless `timeoutMs` is 0 (no handoff, Go's behaviour),
+   * it also makes sure that deliveries already on their way are nak'ed rather than
+   * dropped, and that the server has applied every ack and nak sent before it returns.
+   * The pin is kept alive meanwhile, so a standby does not take the consumer over.
    *
    * @returns true when the handlers in flight finished within the timeout
    */
   async stop(timeoutMs: number): Promise<boolean> {
     this.stopping = true;
     const handoff = timeoutMs > 0;
+    if (handoff) this.keepPin();
     const delivered = handoff ? this.drainDeliveries(Math.min(timeoutMs, 2000)).then(() => this.forgetPulls()) : undefined;
     // From here on the dispatcher starts nothing and holds whatever still arrives; it
     // gives everything back (nak) once the subscription is gone and the handlers are done.
@@ -139,6 +209,7 @@ export class PinnedConsumer {
     this.messages?.stop();
     const finished = await drained;
     if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
+    clearInterval(this.keepAlive);
     return finished;
   }
 
@@ -151,8 +222,8 @@ export class PinnedConsumer {
    * it failed to send there would go to the back of its queue, after later messages).
    */
   private async drainDeliveries(timeoutMs: number): Promise<void> {
-    const sub = (this.messages as unknown as { sub?: Subscription } | undefined)?.sub;
-    if (!sub || sub.isClosed() || sub.isDraining()) return;
+    const sub = this.messages ? consumeSubscription(this.messages) : undefined;
+    if (!sub) return;
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([sub.drain(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
@@ -185,10 +256,9 @@ export class PinnedConsumer {
    * everything sent before it is applied (`+WPI` changes nothing on a settled message).
    */
   private async settleBarrier(timeoutMs: number): Promise<void> {
-    const nc = (this.js as unknown as { nc?: NatsConnection }).nc;
-    if (!nc || !this.lastReply || nc.isClosed()) return;
+    if (!this.lastReply || this.nc.isClosed()) return;
     try {
-      await nc.request(this.lastReply, "+WPI", { timeout: timeoutMs });
+      await this.nc.request(this.lastReply, "+WPI", { timeout: timeoutMs });
     } catch {
       // no consumer any more (no responders), or no answer in time: nothing to wait for
     }

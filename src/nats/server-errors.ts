@@ -2,7 +2,6 @@
  * Turns errors from nats.js into {@link ConsumerGroupError}s that say what went
  * wrong in this library's terms, keeping the original as `cause`.
  */
-import { JetStreamApiError } from "@nats-io/jetstream";
 import { ConsumerGroupError, type ErrorCode } from "../core/errors.js";
 
 /** JetStream API error codes this library reacts to. */
@@ -18,9 +17,14 @@ export const ApiCode = {
   ConsumerNameExists: 10013,
 } as const;
 
-/** The JetStream API error code of an error, if it has one. */
+/**
+ * The JetStream API error code of an error, if it has one. Recognised by shape (a
+ * numeric `code` next to an `apiError()` method, as nats.js's `JetStreamApiError`
+ * has), not `instanceof`: two copies of nats.js in one install must both work.
+ */
 export function apiErrorCode(err: unknown): number | undefined {
-  return err instanceof JetStreamApiError ? err.code : undefined;
+  const e = err as { code?: unknown; apiError?: unknown } | null | undefined;
+  return typeof e === "object" && e !== null && typeof e.apiError === "function" && typeof e.code === "number" ? e.code : undefined;
 }
 
 /** A permission the server refused: what the client tried and on which subject. */

@@ -1,10 +1,23 @@
 /**
  * A small multicast channel: every `subscribe()` gets its own async iterable that
  * receives every event published after it subscribed, until the channel closes.
+ *
+ * Each subscriber's queue is bounded: an iterator nobody reads must not grow memory
+ * without end. Past the cap the oldest events are dropped, and the reader gets one
+ * event made by `dropped(count)` in their place, before the events that were kept.
  */
 export class StatusChannel<T> {
   private readonly listeners = new Set<{ push: (v: T) => void; end: () => void }>();
   private closed = false;
+
+  /**
+   * @param dropped - makes the event that tells a reader how many events it missed
+   * @param capacity - events queued per subscriber at most
+   */
+  constructor(
+    private readonly dropped?: (count: number) => T,
+    private readonly capacity = 1000,
+  ) {}
 
   /** Sends an event to every current subscriber. */
   publish(event: T): void {
@@ -21,11 +34,16 @@ export class StatusChannel<T> {
   /** A new iterable of events from now on. */
   subscribe(): AsyncIterableIterator<T> {
     const queue: T[] = [];
+    let lost = 0;
     let wake: (() => void) | undefined;
     let ended = this.closed;
     const listener = {
       push: (v: T) => {
         queue.push(v);
+        if (queue.length > this.capacity) {
+          queue.shift();
+          lost += 1;
+        }
         wake?.();
       },
       end: () => {
@@ -37,8 +55,12 @@ export class StatusChannel<T> {
     const iterator: AsyncIterableIterator<T> = {
       next: async (): Promise<IteratorResult<T>> => {
         for (;;) {
-          const value = queue.shift();
-          if (value !== undefined) return { value, done: false };
+          if (lost > 0 && this.dropped) {
+            const count = lost;
+            lost = 0;
+            return { value: this.dropped(count), done: false };
+          }
+          if (queue.length > 0) return { value: queue.shift() as T, done: false };
           if (ended) return { value: undefined, done: true };
           await new Promise<void>((resolve) => (wake = resolve));
           wake = undefined;

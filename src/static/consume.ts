@@ -13,7 +13,7 @@ import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "
 import { staticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
-import { Member, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 
 function staticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<StaticConsumerGroupConfig> {
@@ -23,6 +23,7 @@ function staticDriver(stream: string, group: string, member: string, template: P
     flavour: STATIC,
     consumerStream: stream,
     consumerName,
+    stopWhenConsumerLost: true,
     partitions: (config) => memberPartitions(config.members, config.max_members, config.member_mappings, member),
     consumerConfig(config) {
       const filters = staticMemberFilters(config, member);
@@ -50,7 +51,7 @@ function staticDriver(stream: string, group: string, member: string, template: P
     async createConsumer(jsm: JetStreamManager, config) {
       try {
         await jsm.consumers.add(stream, config);
-        return true;
+        return "ready";
       } catch (err) {
         if (apiErrorCode(err) === ApiCode.ConsumerAlreadyExists) {
           const modes = await describeModeConflict(jsm, stream, consumerName, config);
@@ -108,7 +109,5 @@ export async function staticConsume(js: JetStreamClient, options: ConsumeOptions
   }
   const template = { ...(options.consumerConfig ?? {}), ...modeConsumerSettings(options, settings) };
   const driver = staticDriver(stream, group, member, template, settings.ackWaitMs);
-  const instance = new Member(js, jsm, kv, driver, stream, group, member, current, settings);
-  await instance.start(true);
-  return instance;
+  return startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, true);
 }

@@ -10,7 +10,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
-import { Dispatcher, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
+import { DeadLetterHeaders, Dispatcher, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../../src/nats/message.js";
 import { waitFor } from "../helpers/nats.js";
 
@@ -320,7 +320,7 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.equal(await d.drain(100), true);
   });
 
-  test("dispatcher - working() is timed from the delivery: a message that waited in its lane gets its first beat when it starts", async () => {
+  test("dispatcher - working() is timed from the delivery and covers buffered messages: nothing held here reaches AckWait", async () => {
     const { events, log } = recorder();
     const gate = new Gate();
     const d = new Dispatcher(gate.handler, policy({ mode: "key", workingIntervalMs: 40 }), events);
@@ -330,11 +330,9 @@ describe("dispatcher - scheduling (no server)", () => {
     d.push(waited.js);
     await sleep(100); // seq 2 waits in the lane longer than AckWait/2
     assert.ok(first.calls.filter((c) => c === "working").length >= 1, "the running message beats");
-    assert.deepEqual(waited.calls, [], "a buffered message does not beat");
+    assert.ok(waited.calls.filter((c) => c === "working").length >= 1, "a buffered message beats too, so it is not redelivered while it waits");
     await gate.release(1);
     await waitFor(() => gate.running.has(2), 1000, "seq 2 to start");
-    await sleep(10);
-    assert.deepEqual(waited.calls, ["working"], "seq 2 beats as soon as it starts, not AckWait/2 later");
     await gate.release(2);
     await waitFor(() => log.handled.length === 2, 1000, "2 handled");
     assert.equal(waited.calls.at(-1), "ack");
@@ -582,16 +580,126 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(lateCopyOfAcked.calls, ["ack"], "a late copy of a message acked here is acked again, never given back");
   });
 
-  test("dispatcher - drain gives up on a handler that overruns the timeout", async () => {
+  test("dispatcher - drain timeout: the handler's signal aborts, the drain still waits for it, and it keeps beating", async () => {
+    const { events } = recorder();
+    const timeouts: { running: number; waitedMs: number }[] = [];
+    let signal: AbortSignal | undefined;
+    let finishSlow: (() => void) | undefined;
+    const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+      signal = msg.signal;
+      await new Promise<void>((resolve) => (finishSlow = resolve));
+    };
+    const d = new Dispatcher(handler, policy({ mode: "key", workingIntervalMs: 20 }), { ...events, onDrainTimeout: (running, waitedMs) => void timeouts.push({ running, waitedMs }) });
+    const slow = delivery(1, "a");
+    const behind = delivery(2, "a");
+    d.push(slow.js);
+    d.push(behind.js);
+    let drainedAt = 0;
+    const drained = d.drain(30).then((finished) => {
+      drainedAt = performance.now();
+      return finished;
+    });
+    await waitFor(() => timeouts.length === 1, 1000, "the drain timeout to be reported");
+    assert.equal(signal?.aborted, true, "msg.signal aborted at the drain timeout");
+    assert.deepEqual(timeouts.map((t) => t.running), [1]);
+    await sleep(100); // several AckWait/2 periods past the timeout: the drain must still wait, and the message beat
+    assert.equal(drainedAt, 0, "the drain does not release the partition while the handler runs");
+    assert.ok(slow.calls.filter((c) => c === "working").length >= 2, "working() goes on until the handler settles");
+    assert.deepEqual(behind.calls.filter((c) => c !== "working"), [], "the message behind it is given back only after it settled");
+    finishSlow?.();
+    assert.equal(await drained, false, "it reports that the timeout was passed");
+    assert.equal(slow.calls.at(-1), "ackAck", "the handler still settles its message when it ends");
+    assert.deepEqual(behind.calls.filter((c) => c !== "working"), ["nak"]);
+  });
+
+  test("dispatcher - no handoff (timeout 0, Go's behaviour) does not wait for handlers", async () => {
     const { events } = recorder();
     const gate = new Gate();
     const d = new Dispatcher(gate.handler, policy({ mode: "key" }), events);
-    const slow = delivery(1, "a");
-    d.push(slow.js);
-    d.push(delivery(2, "a").js);
-    assert.equal(await d.drain(30), false);
+    d.push(delivery(1, "a").js);
+    assert.equal(await d.drain(0), false);
     await gate.release(1);
-    await sleep(5);
-    assert.deepEqual(slow.calls, ["ackAck"], "the handler still settles its message when it ends");
+  });
+
+  test("dispatcher - a key function that throws is a failure of that message: failure policy, not a dead consume", async () => {
+    const { events, log } = recorder();
+    const stored: { subject: string; headers: MsgHdrs }[] = [];
+    const retry: RetryPolicy = {
+      maxDeliver: 2,
+      backoffMs: () => 1,
+      deadLetter: { subject: "dlq", publish: (subject, _p, headers) => {
+        stored.push({ subject, headers });
+        return Promise.resolve();
+      } },
+    };
+    const errors: unknown[] = [];
+    const badKey = (msg: ConsumerGroupMessage): string => {
+      if (msg.subject.endsWith("bad")) throw new Error("no key in this subject");
+      return keyOf(msg);
+    };
+    const d = new Dispatcher(() => undefined, policy({ mode: "key", keyOf: badKey, retry }), { ...events, onHandlerError: (e, msg, attempt) => void (errors.push(e), log.errors.push({ seq: msg.seq, attempt })) });
+    const bad = delivery(1, "bad");
+    assert.doesNotThrow(() => d.push(bad.js), "push never throws for a bad key");
+    d.push(delivery(2, "good").js);
+    await waitFor(() => stored.length === 1 && log.handled.includes(2), 2000, "the bad message dead-lettered, the good one handled");
+    assert.deepEqual(log.errors, [{ seq: 1, attempt: 1 }, { seq: 1, attempt: 2 }]);
+    assert.equal((errors[0] as { code?: string }).code, "KEY_FAILED");
+    assert.equal(stored[0]?.headers.get(DeadLetterHeaders.Key), "", "the dead letter's key is unknown");
+    assert.ok(bad.calls.some((c) => c.startsWith("term")), "then terminated");
+  });
+
+  test("dispatcher - keys backing off or blocked hold no handler slot: other keys keep flowing", async () => {
+    const { events, log } = recorder();
+    const retry: RetryPolicy = { maxDeliver: 3, backoffMs: () => 50 }; // no dead-letter subject: poison keys block
+    const handler = (msg: ConsumerGroupMessage): void => {
+      if (keyOf(msg).startsWith("poison")) throw new Error("poison");
+    };
+    const d = new Dispatcher(handler, policy({ mode: "key", maxInFlight: 2, retry }), events);
+    d.push(delivery(1, "poison1").js);
+    d.push(delivery(2, "poison2").js);
+    for (let s = 3; s <= 7; s++) d.push(delivery(s, `good${s}`).js);
+    await waitFor(() => log.handled.length === 5, 2000, "the 5 good messages handled while both poison keys retry");
+    await waitFor(() => log.blocked.length === 2, 2000, "both poison keys blocked");
+    d.push(delivery(8, "good8").js);
+    await waitFor(() => log.handled.includes(8), 1000, "a later good message still flows past the blocked keys");
+    assert.equal(await d.drain(100), true);
+  });
+
+  test("dispatcher - Go's serial mode nak's a failure with a delay that grows with the delivery count", async () => {
+    const { events } = recorder();
+    const d = new Dispatcher(
+      () => {
+        throw new Error("always");
+      },
+      policy({ mode: "serial", maxInFlight: 1, nakDelayMs: (dc) => [100, 500, 1000][Math.min(dc, 3) - 1] ?? 0 }),
+      events,
+    );
+    const first = delivery(1, "a", 0, 1);
+    const third = delivery(2, "b", 0, 3);
+    d.push(first.js);
+    d.push(third.js);
+    await waitFor(() => third.calls.length > 0, 1000, "both nak'ed");
+    assert.deepEqual(first.calls, ["nak(100)"]);
+    assert.deepEqual(third.calls, ["nak(1000)"]);
+  });
+
+  test("dispatcher - after losing the pin nothing more starts; what has not started goes back in stream order", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(gate.handler, policy({ mode: "key", maxInFlight: 1 }), events);
+    const running = delivery(1, "a");
+    const later = [delivery(4, "c"), delivery(2, "a"), delivery(3, "b")];
+    d.push(running.js);
+    for (const m of later) d.push(m.js);
+    await waitFor(() => gate.running.has(1), 1000, "seq 1 to start");
+    const naks: number[] = [];
+    for (const m of later) m.calls.length = 0;
+    d.giveBackQueued();
+    for (const m of [...later].sort((a, b) => a.seq - b.seq)) if (m.calls.includes("nak")) naks.push(m.seq);
+    assert.deepEqual(naks, [2, 3, 4]);
+    await gate.release(1);
+    await sleep(10);
+    assert.deepEqual(gate.started, [1], "nothing else started");
+    assert.equal(d.size, 0);
   });
 });

@@ -1,0 +1,139 @@
+/**
+ * The one place that touches nats.js internals. The handoff and the pin keep-alive
+ * need four things the public API does not give: the consume's subscription (to
+ * drain deliveries in transit), the consume's pull function (to hold pulls while the
+ * local buffer is full), the connection behind a JetStream client (for raw requests
+ * and its status), and a message's reply subject (the ack subject).
+ *
+ * {@link checkClientShapes} checks those shapes when an instance starts and throws
+ * `CLIENT_UNSUPPORTED` when an installed nats.js lacks them, instead of silently
+ * skipping the handoff. `test/unit/client-seam.test.ts` checks them on the installed
+ * version; the peer dependency is pinned to the minor versions that passed.
+ */
+import type { ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { ConsumerGroupError } from "../core/errors.js";
+
+/** The pull request options nats.js sends (wire names). */
+export interface PullRequest {
+  batch?: number;
+  max_bytes?: number;
+  expires?: number;
+  idle_heartbeat?: number;
+  id?: string;
+  [key: string]: unknown;
+}
+
+/** The private surface of a nats.js `consume()` we rely on. */
+interface ConsumeInternals {
+  sub?: Subscription;
+  pull?: (opts: PullRequest) => void;
+  pullOptions?: () => PullRequest;
+  pending?: { msgs: number; bytes: number; requests: number };
+  natsPinId?: string;
+}
+
+const internals = (messages: ConsumerMessages): ConsumeInternals => messages as unknown as ConsumeInternals;
+
+function unsupported(what: string): ConsumerGroupError {
+  return new ConsumerGroupError(
+    "CLIENT_UNSUPPORTED",
+    `the installed nats.js does not have ${what}, which the consumer group handoff needs; install @nats-io/jetstream and @nats-io/transport-node ~3.4.0 (the versions this library was tested with)`,
+  );
+}
+
+/**
+ * The connection behind a JetStream client.
+ *
+ * @throws ConsumerGroupError `CLIENT_UNSUPPORTED` when the client has none
+ */
+export function connectionOf(js: JetStreamClient): NatsConnection {
+  const nc = (js as unknown as { nc?: NatsConnection }).nc;
+  if (!nc || typeof nc.publish !== "function" || typeof nc.request !== "function" || typeof nc.status !== "function") {
+    throw unsupported("a connection on the JetStream client (js.nc)");
+  }
+  return nc;
+}
+
+/** The JetStream API prefix of a client (`$JS.API`, or the one of a domain or an import). */
+export function apiPrefix(js: JetStreamClient): string {
+  const prefix = (js as unknown as { prefix?: unknown }).prefix;
+  if (typeof prefix !== "string" || prefix === "") throw unsupported("the JetStream client's API prefix (prefix)");
+  return prefix;
+}
+
+/**
+ * Checks that a running consume has the internals this library uses.
+ *
+ * @throws ConsumerGroupError `CLIENT_UNSUPPORTED`
+ */
+export function checkConsumeShape(messages: ConsumerMessages): void {
+  const i = internals(messages);
+  if (!i.sub || typeof i.sub.drain !== "function" || typeof i.sub.isClosed !== "function") throw unsupported("the consume's subscription (sub)");
+  if (typeof i.pull !== "function" || typeof i.pullOptions !== "function" || !i.pending) throw unsupported("the consume's pull function (pull, pullOptions, pending)");
+  if (typeof i.natsPinId !== "string") throw unsupported("the consume's pin id (natsPinId)");
+}
+
+/**
+ * Checks the client-level shapes at start.
+ *
+ * @throws ConsumerGroupError `CLIENT_UNSUPPORTED`
+ */
+export function checkClientShapes(js: JetStreamClient): void {
+  connectionOf(js);
+  apiPrefix(js);
+}
+
+/** The subscription of a consume (its deliveries), if it is still open. */
+export function consumeSubscription(messages: ConsumerMessages): Subscription | undefined {
+  const sub = internals(messages).sub;
+  return sub && !sub.isClosed() && !sub.isDraining() ? sub : undefined;
+}
+
+/** The pin id the consume sends with its pulls ("" when it has none). */
+export function consumePinId(messages: ConsumerMessages): string {
+  return internals(messages).natsPinId ?? "";
+}
+
+/**
+ * Puts a gate in front of the consume's pulls: before each pull, `allowance(batch)`
+ * says how many messages may be asked for (0: none now). A withheld pull is sent by
+ * the returned `resume()` once the gate opens again.
+ *
+ * nats.js re-pulls from inside its delivery callback whenever fewer than a threshold
+ * of messages are outstanding, however many the application still holds; the gate
+ * is what bounds the messages held in the process.
+ */
+export function gatePulls(messages: ConsumerMessages, allowance: (batch: number) => number): { resume(): void } {
+  const i = internals(messages);
+  const original = i.pull?.bind(messages);
+  const options = i.pullOptions?.bind(messages);
+  if (!original || !options) throw unsupported("the consume's pull function (pull, pullOptions)");
+  let withheld = false;
+  i.pull = (opts: PullRequest) => {
+    const allowed = Math.min(opts.batch ?? 0, allowance(i.pending?.msgs ?? 0));
+    if (allowed <= 0) {
+      withheld = true;
+      return;
+    }
+    withheld = false;
+    original({ ...opts, batch: allowed });
+  };
+  return {
+    resume() {
+      if (!withheld) return;
+      const opts = options();
+      if ((opts.batch ?? 0) > 0) i.pull?.(opts);
+    },
+  };
+}
+
+/** The reply (ack) subject of a delivered message. */
+export function replySubject(m: JsMsg): string | undefined {
+  return (m as unknown as { reply?: string }).reply || undefined;
+}
+
+/** The connection's status events, as an iterator that can be stopped. */
+export function connectionStatus(nc: NatsConnection): AsyncIterable<{ type: string; error?: unknown }> & { stop?: () => void } {
+  return nc.status() as AsyncIterable<{ type: string; error?: unknown }> & { stop?: () => void };
+}

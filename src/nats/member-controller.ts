@@ -1,0 +1,446 @@
+/**
+ * The lifecycle of one member instance, without a server: it joins, consumes,
+ * follows its group's config, drains and rejoins on a membership change, recovers a
+ * lost consumer or config watch, and stops, with every NATS call behind a
+ * {@link MemberPort}. Every state change runs through one serial queue, so config
+ * events, consumer loss, retries and stop never race each other.
+ */
+import { ConsumerGroupError } from "../core/errors.js";
+import type { ConfigEvent, StoredConfig } from "./config-store.js";
+import type { MemberMetrics } from "./metrics.js";
+import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
+import type { ConsumeSession, ConfigWatch, MemberPort } from "./member-port.js";
+import type { PinnedConsumerEvents } from "./pinned-consumer.js";
+import { wrapServerError } from "./server-errors.js";
+import { StatusChannel } from "./status-channel.js";
+
+/** Why an instance stopped. */
+export type StopReason =
+  | { kind: "requested" }
+  | { kind: "config_deleted" }
+  | { kind: "config_unusable"; error: ConsumerGroupError }
+  | { kind: "consumer_lost"; error: ConsumerGroupError }
+  | { kind: "watch_closed"; error: ConsumerGroupError }
+  | { kind: "start_failed"; error: ConsumerGroupError };
+
+/** Where an instance is in its lifecycle. */
+export type MemberState =
+  /** Opening the config watch and joining for the first time. */
+  | { name: "starting" }
+  /** The member owns no partitions under the current config. */
+  | { name: "idle" }
+  /** Creating or binding the consumer; retried on a timer while another owner still holds it. */
+  | { name: "joining"; attempt: number }
+  /** Pulling and handling. */
+  | { name: "consuming"; session: ConsumeSession }
+  /** Giving partitions up: handlers finish, buffered messages go back, then the consumer is recreated or released. */
+  | { name: "draining"; session: ConsumeSession; next: "rejoin" | "stop" }
+  /** Waiting to rejoin after the consumer was lost or a join failed. */
+  | { name: "rejoining"; retryInMs: number }
+  /** Done; `reason` says why. */
+  | { name: "stopped"; reason: StopReason };
+
+/** Timing of the controller's retries, derived from AckWait (see `core/timing.ts`). */
+export interface ControllerTiming {
+  /** Go's elastic retry tick: AckWait + 500 ms. */
+  rejoinTickMs: number;
+  /** How long a permission error waits before the next attempt. */
+  pullExpiryMs: number;
+}
+
+const WATCH_BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10_000];
+const sameSet = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x) => b.includes(x));
+
+/**
+ * One member instance's lifecycle. Implements the public handle.
+ */
+export class MemberController<C> implements ConsumerGroupMember {
+  private state: MemberState = { name: "starting" };
+  private readonly channel = new StatusChannel<MemberStatus>((count) => ({ type: "events_dropped", count }));
+  private readonly done: Promise<Error | undefined>;
+  private resolveDone!: (e: Error | undefined) => void;
+  private queue: Promise<void> = Promise.resolve();
+  private stopRequested: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private joinAttempts = 0;
+  /** Partitions whose onAssigned ran and whose onRevoked has not yet. */
+  private assigned: number[] = [];
+  private watch: ConfigWatch<C> | undefined;
+  /** Aborted when the instance stops: ends backoff waits. */
+  private readonly life = new AbortController();
+
+  constructor(
+    private readonly port: MemberPort<C>,
+    readonly stream: string,
+    readonly group: string,
+    readonly member: string,
+    private current: StoredConfig<C>,
+    private readonly settings: MemberSettings,
+    private readonly timing: ControllerTiming,
+    private readonly metrics: MemberMetrics,
+  ) {
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+  }
+
+  /** The state now (for tests and diagnostics). */
+  get currentState(): MemberState {
+    return this.state;
+  }
+
+  /** Messages whose handler runs now. */
+  get inFlight(): number {
+    return this.state.name === "consuming" || this.state.name === "draining" ? this.state.session.inFlight : 0;
+  }
+
+  /** The partitions this instance consumes now. */
+  get ownedPartitions(): number {
+    return this.assigned.length;
+  }
+
+  /**
+   * Opens the config watch and joins. With `failFast`, a failure to create the
+   * consumer is thrown (static, as Go); otherwise it is retried (elastic).
+   */
+  async start(failFast: boolean): Promise<void> {
+    try {
+      this.watch = await this.port.openWatch(this.current.revision);
+      await this.serial(() => this.join(failFast));
+    } catch (err) {
+      const error = asGroupError(err, "starting the member");
+      await this.serial(() => this.shutdown({ kind: "start_failed", error }, { unpin: false, cleanup: false }));
+      throw error;
+    }
+    void this.followConfig();
+  }
+
+  partitions(): number[] {
+    return this.port.partitions(this.current.config);
+  }
+
+  status(): AsyncIterable<MemberStatus> {
+    return this.channel.subscribe();
+  }
+
+  closed(): Promise<Error | undefined> {
+    return this.done;
+  }
+
+  stop(): Promise<void> {
+    this.stopRequested ??= this.serial(() => this.shutdown({ kind: "requested" }, { unpin: true, cleanup: false }));
+    return this.stopRequested;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  /** Publishes a status event (also used by the adapter for what it watches itself). */
+  publish(event: MemberStatus): void {
+    if (this.state.name !== "stopped") this.channel.publish(event);
+  }
+
+  /** Reports an error on status (when given) and to onError. */
+  reportError(error: ConsumerGroupError, retryInMs: number): void {
+    this.publish({ type: "consumer_error", error, retryInMs });
+    void this.callback("onError", error);
+  }
+
+  private get stopped(): boolean {
+    return this.state.name === "stopped";
+  }
+
+  private serial(action: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(action, action);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Follows the config; a watch that fails or ends is re-opened with backoff while the connection is open. */
+  private async followConfig(): Promise<void> {
+    let failures = 0;
+    while (!this.stopped) {
+      const watch = this.watch;
+      let failure: unknown;
+      try {
+        if (watch) {
+          for await (const event of watch.events) {
+            failures = 0;
+            await this.serial(() => this.onConfigEvent(event));
+            if (this.stopped) return;
+          }
+        }
+      } catch (err) {
+        failure = err;
+      }
+      if (this.stopped) return;
+      watch?.stop();
+      this.watch = undefined;
+      if (this.port.connectionClosed()) {
+        const error = asGroupError(failure ?? new Error("the connection is closed"), "watching the group's config", "WATCH_CLOSED");
+        await this.serial(() => this.shutdown({ kind: "watch_closed", error }, { unpin: false, cleanup: false }));
+        return;
+      }
+      failures = await this.reopenWatch(failures, failure);
+    }
+  }
+
+  /** Re-reads the config and re-opens the watch, backing off between attempts; returns the failures so far. */
+  private async reopenWatch(failures: number, first: unknown): Promise<number> {
+    let failure = first;
+    for (;;) {
+      const retryInMs = WATCH_BACKOFF_MS[Math.min(failures, WATCH_BACKOFF_MS.length - 1)] ?? 10_000;
+      failures += 1;
+      const error = asGroupError(failure ?? new Error("the watch ended"), "watching the group's config", "WATCH_CLOSED");
+      this.publish({ type: "watch_error", error, retryInMs });
+      await this.pause(retryInMs);
+      if (this.stopped || this.port.connectionClosed()) return failures;
+      try {
+        const stored = await this.port.readConfig();
+        const watch = await this.port.openWatch(stored.revision);
+        if (this.stopped) {
+          watch.stop();
+          return failures;
+        }
+        this.watch = watch;
+        if (stored.revision !== this.current.revision) {
+          await this.serial(() => this.onConfigEvent({ kind: "put", config: stored.config, revision: stored.revision }));
+        }
+        this.publish({ type: "watch_restarted", revision: stored.revision, attempts: failures });
+        return 0;
+      } catch (err) {
+        if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND") {
+          await this.serial(() => this.onConfigEvent({ kind: "deleted", revision: this.current.revision }));
+          return failures;
+        }
+        failure = err;
+      }
+    }
+  }
+
+  /** Waits `ms`, or less if the instance stops. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.life.signal.aborted) return resolve();
+      const done = (): void => {
+        clearTimeout(timer);
+        this.life.signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.life.signal.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  private async onConfigEvent(event: ConfigEvent<C>): Promise<void> {
+    if (this.stopped) return;
+    if (event.kind === "deleted") return this.shutdown({ kind: "config_deleted" }, { unpin: false, cleanup: true });
+    if (event.kind === "invalid") return this.shutdown({ kind: "config_unusable", error: event.error }, { unpin: false, cleanup: true });
+    const verdict = this.port.classify(this.current.config, event.config);
+    if (verdict instanceof ConsumerGroupError) return this.shutdown({ kind: "config_unusable", error: verdict }, { unpin: false, cleanup: true });
+    const before = this.partitions();
+    this.current = { config: event.config, revision: event.revision };
+    if (verdict === "same") return;
+    const after = this.partitions();
+    const live = this.state.name === "consuming";
+    if (sameSet(before, after) && (live || after.length === 0)) {
+      this.publish({ type: "config_changed", revision: event.revision });
+      return;
+    }
+    this.metrics.rebalanced();
+    this.publish({
+      type: "partitions_changed",
+      partitions: after,
+      assigned: after.filter((p) => !before.includes(p)),
+      revoked: before.filter((p) => !after.includes(p)),
+    });
+    await this.rebalance();
+  }
+
+  /**
+   * Go's `processMembershipChange`, made safe: the pinned instance drains (handlers
+   * finish and are acked unless handoff is off) while keeping its pin, then deletes
+   * the consumer it joined; the others give it a head start and never delete a
+   * consumer another instance is pinned to. onRevoked runs for the partitions lost.
+   */
+  private async rebalance(): Promise<void> {
+    if (this.state.name === "consuming") {
+      const session = this.state.session;
+      const pinned = await this.port.isPinned(session);
+      this.state = { name: "draining", session, next: "rejoin" };
+      await session.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0);
+      this.state = { name: "joining", attempt: 0 };
+      const kept = this.partitions();
+      await this.revoke(this.assigned.filter((p) => !kept.includes(p)));
+      if (pinned) await this.port.deleteJoinedConsumer(session);
+      else await this.pause(400 + Math.random() * 100);
+    }
+    clearTimeout(this.retryTimer);
+    this.joinAttempts = 0;
+    await this.join(false);
+  }
+
+  private async revoke(partitions: number[]): Promise<void> {
+    if (partitions.length === 0) return;
+    this.assigned = this.assigned.filter((p) => !partitions.includes(p));
+    await this.callback("onRevoked", partitions);
+  }
+
+  private async callback<K extends keyof MemberLifecycle>(name: K, ...args: Parameters<NonNullable<MemberLifecycle[K]>>): Promise<void> {
+    const fn = this.settings.lifecycle[name] as ((...a: unknown[]) => void | Promise<void>) | undefined;
+    if (!fn) return;
+    try {
+      await fn(...args);
+    } catch (err) {
+      if (name !== "onError") await this.callback("onError", err);
+    }
+  }
+
+  private async join(failFast: boolean): Promise<void> {
+    if (this.stopped || this.state.name === "consuming") return;
+    if (!this.port.wantsConsumer(this.current.config)) {
+      await this.revoke(this.assigned);
+      this.state = { name: "idle" };
+      this.publish({ type: "idle", reason: `member "${this.member}" owns no partitions under the current config` });
+      return;
+    }
+    this.state = { name: "joining", attempt: this.joinAttempts };
+    let ready: "ready" | "busy";
+    try {
+      ready = await this.port.ensureConsumer(this.current.config);
+    } catch (err) {
+      if (failFast) throw err;
+      return this.retryJoin(this.timing.rejoinTickMs, asGroupError(err, `creating the consumer of member "${this.member}"`));
+    }
+    if (this.stopped) return;
+    if (ready === "busy") {
+      // Another owner still holds the consumer or some of our partitions until it has drained and
+      // released them: retry every ~100 ms for a few seconds, then back off to Go's tick.
+      return this.retryJoin(this.joinAttempts < 40 ? 50 + Math.random() * 100 : this.timing.rejoinTickMs);
+    }
+    // Handlers of newly gained partitions start only after onAssigned resolved.
+    const partitions = this.partitions();
+    const gained = partitions.filter((p) => !this.assigned.includes(p));
+    this.assigned = [...this.assigned.filter((p) => partitions.includes(p)), ...gained];
+    if (gained.length > 0) await this.callback("onAssigned", gained);
+    if (this.stopped) return;
+    let session: ConsumeSession;
+    try {
+      session = await this.port.startConsume(this.sessionEvents());
+    } catch (err) {
+      const error = asGroupError(err, `starting to consume from "${this.port.consumerName}"`);
+      if (failFast || error.code === "CLIENT_UNSUPPORTED") throw error;
+      await this.revoke(this.assigned);
+      return this.retryJoin(this.timing.rejoinTickMs, error);
+    }
+    if (this.stopped) {
+      await session.stop(0);
+      return;
+    }
+    this.joinAttempts = 0;
+    this.state = { name: "consuming", session };
+    this.publish({ type: "joined", partitions });
+  }
+
+  private retryJoin(delayMs: number, error?: ConsumerGroupError): void {
+    if (this.stopped) return;
+    this.joinAttempts += 1;
+    this.state = { name: "rejoining", retryInMs: Math.round(delayMs) };
+    if (error) this.reportError(error, Math.round(delayMs));
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => void this.serial(() => this.join(false)), delayMs);
+  }
+
+  /** What a consume reports, turned into status events, metrics and callbacks. */
+  private sessionEvents(): PinnedConsumerEvents {
+    const events: PinnedConsumerEvents = {
+      onHandlerError: (error, msg, attempt) => {
+        this.metrics.failed(msg.partition);
+        this.publish({ type: "handler_error", error, subject: msg.subject, partition: msg.partition, seq: msg.seq, attempt });
+        void this.callback("onError", error);
+      },
+      onDeadLettered: (msg, error, deadLetterSubject) => {
+        this.metrics.deadLettered(msg.partition);
+        this.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error });
+      },
+      onBlocked: (lane, msg, error) => this.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
+      onHandled: (msg, ms) => this.metrics.handled(msg.partition, ms),
+      onReceived: (msg) => {
+        if (msg.redelivered) this.metrics.redelivered(msg.partition);
+      },
+      onAckFailed: (msg, error) => {
+        this.publish({ type: "ack_failed", subject: msg.subject, partition: msg.partition, seq: msg.seq, error });
+        void this.callback("onError", error);
+      },
+      onDrainTimeout: (running, waitedMs) => this.publish({ type: "drain_timeout", running, waitedMs }),
+      onPinned: (pinId) => {
+        this.metrics.pinChanged("pinned");
+        this.publish({ type: "pinned", pinId });
+        void this.callback("onPinned", pinId);
+      },
+      onUnpinned: () => {
+        this.metrics.pinChanged("unpinned");
+        this.publish({ type: "unpinned" });
+        void this.callback("onUnpinned");
+      },
+      onEnded: (reason) => void this.serial(() => this.onConsumerLost(reason)),
+    };
+    return events;
+  }
+
+  /**
+   * The consume ended under us: the consumer vanished (orbit.go#41) or the consume
+   * failed. Elastic: forget it and rejoin. Static: a durable that is really gone took
+   * the group's position with it; recreating it would replay the stream, so the
+   * instance stops with `CONSUMER_LOST` instead.
+   */
+  private async onConsumerLost(reason: string): Promise<void> {
+    if (this.state.name !== "consuming") return;
+    const session = this.state.session;
+    this.state = { name: "draining", session, next: "rejoin" };
+    await session.stop(this.settings.drainTimeoutMs);
+    this.state = { name: "rejoining", retryInMs: 0 };
+    await this.revoke(this.assigned);
+    if (this.port.stopWhenConsumerLost && (await this.port.consumerGone())) {
+      // Deleting a static group deletes its config, then the members' durables: that is a clean stop.
+      const config = await this.port.readConfig().catch((err: unknown) => err);
+      if (config instanceof ConsumerGroupError && config.code === "GROUP_NOT_FOUND") {
+        return this.shutdown({ kind: "config_deleted" }, { unpin: false, cleanup: true });
+      }
+      const error = new ConsumerGroupError(
+        "CONSUMER_LOST",
+        `the durable consumer "${this.port.consumerName}" of member "${this.member}" was deleted while it ran (${reason}); its position in the stream went with it, and a new one would replay the stream from the start, so the instance stopped. Recreate the group's member consumers at the position you want, or restart the member to start over`,
+      );
+      return this.shutdown({ kind: "consumer_lost", error }, { unpin: false, cleanup: false });
+    }
+    this.publish({ type: "consumer_lost", reason });
+    this.retryJoin(100 + Math.random() * 100);
+  }
+
+  private async shutdown(reason: StopReason, opts: { unpin: boolean; cleanup: boolean }): Promise<void> {
+    if (this.stopped) return;
+    const error = "error" in reason ? reason.error : undefined;
+    const prior = this.state;
+    this.state = { name: "stopped", reason };
+    this.life.abort();
+    clearTimeout(this.retryTimer);
+    this.watch?.stop();
+    this.port.close();
+    if (prior.name === "consuming" || prior.name === "draining") {
+      const session = prior.session;
+      const pinned = opts.unpin && (await this.port.isPinned(session));
+      await session.stop(this.settings.drainTimeoutMs);
+      if (pinned) await this.port.unpin();
+    }
+    await this.revoke(this.assigned);
+    if (opts.cleanup) await this.port.cleanup();
+    if (error) await this.callback("onError", error);
+    this.metrics.close();
+    this.channel.publish(error ? { type: "stopped", error } : { type: "stopped" });
+    this.channel.close();
+    this.resolveDone(error);
+  }
+}
+
+function asGroupError(err: unknown, what: string, code: ConsumerGroupError["code"] = "SERVER_ERROR"): ConsumerGroupError {
+  return wrapServerError(err, what, "", code);
+}
