@@ -9,6 +9,17 @@ import { Output } from "./output.js";
 import { buildProgram } from "./program.js";
 import { exitCodeFor, installSignalHandlers } from "./signals.js";
 
+/**
+ * A reader that went away (`cg --help | head -1`) ends cg quietly with exit code 0,
+ * instead of an unhandled EPIPE: the reader has what it wanted.
+ */
+function exitQuietlyWhenTheReaderLeaves(stream: NodeJS.WriteStream): void {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
+}
+
 function flush(stream: NodeJS.WriteStream): Promise<void> {
   return new Promise((resolve) => stream.write("", () => resolve()));
 }
@@ -30,6 +41,8 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+exitQuietlyWhenTheReaderLeaves(process.stdout);
+exitQuietlyWhenTheReaderLeaves(process.stderr);
 const code = await main(process.argv);
 await Promise.all([flush(process.stdout), flush(process.stderr)]);
 process.exit(code);

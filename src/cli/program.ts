@@ -1,18 +1,13 @@
 /**
- * The `cg` command tree: Go cg's `static` and `elastic` modes, plus `pub` and
- * `demo`, the connection flags and `--json`. Building it connects to nothing.
+ * The `cg` program: the command table (Go cg's `static` and `elastic` modes,
+ * plus `pub`, `demo` and `completion`), the connection flags and `--json`.
+ * Building it connects to nothing.
  */
 import { readFileSync } from "node:fs";
 import { Command } from "commander";
 import { addConnectionOptions } from "./connect.js";
 import { examples } from "./commands/common.js";
-import { addMetricsOptions } from "./commands/consume.js";
-import { registerDescribe } from "./commands/describe.js";
-import { registerDemo } from "./commands/demo.js";
-import { registerElastic } from "./commands/elastic.js";
-import { registerPub } from "./commands/pub.js";
-import { registerStatic } from "./commands/static.js";
-import { registerTop } from "./commands/top.js";
+import { registerCommands } from "./commands/table.js";
 import { Output } from "./output.js";
 
 function packageVersion(): string {
@@ -51,17 +46,7 @@ export function buildProgram(options: ProgramOptions = { json: false }): Command
       },
     });
   addConnectionOptions(program);
-  registerStatic(program);
-  registerElastic(program);
-  // observability: describe, top, and the consume commands' metrics endpoint
-  registerDescribe(program);
-  registerTop(program);
-  for (const mode of ["static", "elastic"]) {
-    const consume = program.commands.find((c) => c.name() === mode)?.commands.find((c) => c.name() === "consume");
-    if (consume) addMetricsOptions(consume);
-  }
-  registerPub(program);
-  registerDemo(program);
+  registerCommands(program);
   examples(program, [
     "cg static create balanced orders billing 4 m1 m2",
     "cg static consume orders billing m1",

@@ -4,7 +4,7 @@
  * and source lag, and health findings with what they mean, from the library's
  * `describeGroup`. One JSON document with `--json`.
  */
-import { Option, type Command } from "commander";
+import { Option } from "commander";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import {
   ConsumerGroupError,
@@ -20,7 +20,9 @@ import { parseDuration } from "../parse.js";
 import { list, mapping, table } from "../render.js";
 import { withSession } from "../session.js";
 import type { Styler } from "../output.js";
-import { arg, examples } from "./common.js";
+import { arg } from "./common.js";
+import { GROUP, STREAM, article, where } from "./shared-commands.js";
+import { flavourOf, type CommandSpec } from "./spec.js";
 
 /** The default of `--stall-after`: the library's default. */
 export const DEFAULT_STALL_AFTER = "30s";
@@ -303,27 +305,26 @@ export function renderDescribe(doc: DescribeDoc, s: Styler): string {
   return lines.join("\n");
 }
 
-/** Adds `describe` to `cg static` and `cg elastic`. */
-export function registerDescribe(program: Command): void {
-  for (const kind of ["static", "elastic"] as const) {
-    const mode = program.commands.find((c) => c.name() === kind);
-    if (!mode) throw new Error(`cg ${kind} is not registered`);
-    const example = kind === "static" ? "orders billing" : "orders shipping";
-    examples(
-      mode
-        .command("describe")
-        .description(`describe ${kind === "static" ? "a static" : "an elastic"} consumer group: config, assignment, members with their pin and standbys, backlog per partition${kind === "elastic" ? ", buffer and source lag" : ""}, and health findings`)
-        .argument("<stream>", "stream name")
-        .argument("<name>", "consumer group name")
-        .addOption(stallAfterOption())
-        .action(async (stream: string, group: string, opts: { stallAfter: string }, cmd: Command) =>
-          withSession(cmd, async (s) => {
-            const stallAfterMs = parseDuration(opts.stallAfter, "--stall-after");
-            const d = await describeForCli(await s.js(), kind, stream, group, stallAfterMs);
-            s.out.result(describeDoc(d, stallAfterMs), renderDescribe);
-          }),
-        ),
-      [`cg ${kind} describe ${example}`, `cg ${kind} describe ${example} --stall-after 2m`, `cg ${kind} describe ${example} --json`],
-    );
-  }
-}
+/** `static|elastic describe <stream> <name> [--stall-after]`. */
+export const describeCommand: CommandSpec = {
+  name: "describe",
+  flavours: ["static", "elastic"],
+  description: (kind) =>
+    `describe ${article(kind)} consumer group: config, assignment, members with their pin and standbys, backlog per partition${kind === "elastic" ? ", buffer and source lag" : ""}, and health findings`,
+  args: [STREAM, GROUP],
+  options: () => [stallAfterOption()],
+  examples: (kind) => [`cg ${kind} describe ${where(kind)}`, `cg ${kind} describe ${where(kind)} --stall-after 2m`, `cg ${kind} describe ${where(kind)} --json`],
+  run: async ({ kind, args: [stream, group], opts, cmd }) =>
+    withSession(cmd, async (s) => {
+      const stallAfterMs = parseDuration(opts["stallAfter"] as string, "--stall-after");
+      const d = await describeForCli(await s.js(), flavourOf(kind), stream as string, group as string, stallAfterMs);
+      s.out.result(describeDoc(d, stallAfterMs), renderDescribe);
+    }),
+  prompt: {
+    run: async (sh, args, kind) => {
+      const { stream, group } = await sh.target(args);
+      const stallAfterMs = parseDuration(DEFAULT_STALL_AFTER, "--stall-after");
+      sh.print(renderDescribe(describeDoc(await describeForCli(await sh.session.js(), kind, stream, group, stallAfterMs), stallAfterMs), sh.session.out.out));
+    },
+  },
+};

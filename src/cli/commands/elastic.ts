@@ -1,26 +1,20 @@
 /**
- * `cg elastic …`: elastic consumer groups, with Go cg's commands, arguments and
- * aliases. `create` takes the partitioning wildcard indexes as flags (one
+ * The elastic consumer groups' own commands (`create`, `add`, `drop`,
+ * `create-mapping`, `delete-mapping`) with Go cg's arguments and aliases, and their
+ * prompt forms. `create` takes the partitioning wildcard indexes as flags (one
  * `--wildcards` per `--filter`), and asks for them on stdin, as Go does, when
  * only `--filter` is given.
  */
-import type { Command } from "commander";
+import { Option } from "commander";
 import type { MemberMapping, PartitioningFilter } from "../../index.js";
-import { UsageError } from "../errors.js";
-import { parseNonNegativeInt, parseWildcards } from "../parse.js";
-import { addGroupMembers, createElasticGroup, deleteGroup, deleteGroupMappings, dropGroupMembers, setGroupMappings } from "../operations.js";
-import {
-  renderAdded,
-  renderCreated,
-  renderDeleted,
-  renderDropped,
-  renderMappings,
-  renderMappingsDeleted,
-} from "../render.js";
+import { CliError, UsageError } from "../errors.js";
+import { parseMapping, parseNonNegativeInt, parsePositiveInt, parseWildcards } from "../parse.js";
+import { addGroupMembers, createElasticGroup, deleteGroupMappings, dropGroupMembers, setGroupMappings } from "../operations.js";
+import { renderAdded, renderCreated, renderDropped, renderMappings, renderMappingsDeleted } from "../render.js";
 import { withSession, type Session } from "../session.js";
-import { DELETE_WARNING, arg, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
-import { sleepOption } from "./consume.js";
-import { registerGroupCommands, registerMemberCommands } from "./shared-commands.js";
+import { arg, collect, mappingsArg, maxMembersArg } from "./common.js";
+import { GROUP, STREAM } from "./shared-commands.js";
+import type { CommandSpec } from "./spec.js";
 
 /** Go's question for one filter's wildcard indexes. */
 export const wildcardsQuestion = (filter: string): string => `space separated partitioning wildcard indexes for filter ${filter}: `;
@@ -53,124 +47,130 @@ export async function partitioningFilters(session: Session, filters: string[], w
   return result;
 }
 
-interface CreateOptions {
-  filter?: string[];
-  wildcards?: number[][];
-  maxBufferedMsgs: number;
-  maxBufferedBytes: number;
-}
+const MEMBERS = { name: "members", description: "member names", variadic: true };
+const MAPPINGS = { name: "mappings", description: "mappings of members to partition numbers in the format <member>:<partition1>,<partition2>,...", variadic: true, parse: mappingsArg };
+const canceled = (): CliError => new CliError("CANCELED", "operation canceled");
 
-/** Adds `cg elastic` and its subcommands. */
-export function registerElastic(program: Command): void {
-  const mode = program.command("elastic").description("elastic consumer groups mode").addOption(sleepOption());
-  examples(mode, [
+/** `elastic create <stream> <name> <max-members> [--filter … --wildcards …]`. */
+export const elasticCreateCommand: CommandSpec = {
+  name: "create",
+  flavours: ["elastic"],
+  description: "create an elastic partitioned consumer group (it starts with no members: add them with `add` or `create-mapping`)",
+  args: [STREAM, GROUP, { name: "max-members", description: "max number of members (the number of partitions)", parse: maxMembersArg }],
+  options: () => [
+    new Option("--filter <filter>", "partitioning filter(s), repeatable; none: partition on the whole subject").argParser(collect),
+    new Option("--wildcards <indexes>", 'the partitioning wildcard indexes of each --filter, in order: "1", "1,2" or "none" (whole subject); asked on stdin when omitted').argParser(
+      (value: string, previous: number[][] | undefined) => [...(previous ?? []), arg(parseWildcards)(value)],
+    ),
+    new Option("--max-buffered-msgs <n>", "max number of buffered messages (0 for no limit)").argParser(arg((v) => parseNonNegativeInt(v, "--max-buffered-msgs"))).default(0),
+    new Option("--max-buffered-bytes <n>", "max number of buffered bytes (0 for no limit)").argParser(arg((v) => parseNonNegativeInt(v, "--max-buffered-bytes"))).default(0),
+  ],
+  examples: [
+    "cg elastic create orders shipping 4",
     "cg elastic create orders shipping 4 --filter 'orders.*.*' --wildcards 1",
-    "cg elastic add orders shipping m1 m2",
-    "cg elastic consume orders shipping m1",
-    "cg elastic prompt",
-  ]);
+    "cg elastic create orders shipping 8 --filter 'orders.*.*' --wildcards 1,2 --filter 'returns.>' --wildcards none",
+    "cg elastic create orders shipping 4 --filter 'orders.*.*'    # asks for the indexes",
+  ],
+  run: async ({ args: [stream, group, maxMembers], opts, cmd }) =>
+    withSession(cmd, async (s) => {
+      const filters = await partitioningFilters(s, (opts["filter"] as string[] | undefined) ?? [], opts["wildcards"] as number[][] | undefined);
+      const doc = await createElasticGroup(await s.js(), {
+        stream: stream as string,
+        group: group as string,
+        maxMembers: maxMembers as number,
+        filters,
+        maxBufferedMsgs: opts["maxBufferedMsgs"] as number,
+        maxBufferedBytes: opts["maxBufferedBytes"] as number,
+      });
+      s.out.result(doc, renderCreated);
+    }),
+  prompt: {
+    usage: "[stream group max-members]",
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      const given = args[2];
+      const maxMembers = given !== undefined ? parsePositiveInt(given, "max members") : await sh.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
+      const js = await sh.session.js();
+      const filters = await sh.filterLoop(true);
+      const count = (name: string) => (a: string) => (a === "" ? 0 : parseNonNegativeInt(a, name));
+      const maxBufferedMsgs = await sh.askParsed("max buffered messages (0 for no limit): ", count("max buffered messages"));
+      const maxBufferedBytes = await sh.askParsed("max buffered bytes (0 for no limit): ", count("max buffered bytes"));
+      sh.print(renderCreated(await createElasticGroup(js, { stream, group, maxMembers, filters: filters.length > 0 ? filters : null, maxBufferedMsgs, maxBufferedBytes })));
+    },
+  },
+};
 
-  registerGroupCommands(mode, "elastic", { stream: "orders", group: "shipping" });
+/** `elastic add <stream> <name> <members...>`. */
+export const addCommand: CommandSpec = {
+  name: "add",
+  flavours: ["elastic"],
+  description: "add members to a partitioned consumer group",
+  args: [STREAM, GROUP, MEMBERS],
+  examples: ["cg elastic add orders shipping m1 m2 m3"],
+  run: async ({ args: [stream, group, members], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await addGroupMembers(await s.js(), stream as string, group as string, members as string[]), renderAdded)),
+  prompt: {
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      const members = await sh.members(args);
+      sh.print(renderAdded(await addGroupMembers(await sh.session.js(), stream, group, members)));
+    },
+  },
+};
 
-  examples(
-    mode
-      .command("create")
-      .description("create an elastic partitioned consumer group (it starts with no members: add them with `add` or `create-mapping`)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<max-members>", "max number of members (the number of partitions)", maxMembersArg)
-      .option("--filter <filter>", "partitioning filter(s), repeatable; none: partition on the whole subject", collect)
-      .option(
-        "--wildcards <indexes>",
-        'the partitioning wildcard indexes of each --filter, in order: "1", "1,2" or "none" (whole subject); asked on stdin when omitted',
-        (value: string, previous: number[][] | undefined) => [...(previous ?? []), arg(parseWildcards)(value)],
-      )
-      .option("--max-buffered-msgs <n>", "max number of buffered messages (0 for no limit)", arg((v) => parseNonNegativeInt(v, "--max-buffered-msgs")), 0)
-      .option("--max-buffered-bytes <n>", "max number of buffered bytes (0 for no limit)", arg((v) => parseNonNegativeInt(v, "--max-buffered-bytes")), 0)
-      .action(async (stream: string, group: string, maxMembers: number, opts: CreateOptions, cmd: Command) =>
-        withSession(cmd, async (s) => {
-          const filters = await partitioningFilters(s, opts.filter ?? [], opts.wildcards);
-          const doc = await createElasticGroup(await s.js(), { stream, group, maxMembers, filters, maxBufferedMsgs: opts.maxBufferedMsgs, maxBufferedBytes: opts.maxBufferedBytes });
-          s.out.result(doc, renderCreated);
-        }),
-      ),
-    [
-      "cg elastic create orders shipping 4",
-      "cg elastic create orders shipping 4 --filter 'orders.*.*' --wildcards 1",
-      "cg elastic create orders shipping 8 --filter 'orders.*.*' --wildcards 1,2 --filter 'returns.>' --wildcards none",
-      "cg elastic create orders shipping 4 --filter 'orders.*.*'    # asks for the indexes",
-    ],
-  );
+/** `elastic drop <stream> <name> <members...>`. */
+export const dropCommand: CommandSpec = {
+  name: "drop",
+  flavours: ["elastic"],
+  description: "drop members from a partitioned consumer group",
+  args: [STREAM, GROUP, MEMBERS],
+  examples: ["cg elastic drop orders shipping m3"],
+  run: async ({ args: [stream, group, members], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await dropGroupMembers(await s.js(), stream as string, group as string, members as string[]), renderDropped)),
+  prompt: {
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      const members = await sh.members(args);
+      sh.print(renderDropped(await dropGroupMembers(await sh.session.js(), stream, group, members)));
+    },
+  },
+};
 
-  examples(
-    mode
-      .command("delete")
-      .alias("rm")
-      .description("delete an elastic partitioned consumer group (its members stop consuming)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .option("-f, --force", "force delete the consumer group, without asking")
-      .action(async (stream: string, group: string, opts: { force?: boolean }, cmd: Command) =>
-        withSession(cmd, async (s) => {
-          if (!opts.force) await confirmOrCancel(s, DELETE_WARNING);
-          s.out.result(await deleteGroup(await s.js(), "elastic", stream, group), renderDeleted);
-        }),
-      ),
-    ["cg elastic delete orders shipping", "cg elastic rm orders shipping -f"],
-  );
+/** `elastic create-mapping|cm|createmapping <stream> <name> <mappings...>`. */
+export const createMappingCommand: CommandSpec = {
+  name: "create-mapping",
+  aliases: ["cm", "createmapping"],
+  flavours: ["elastic"],
+  description: "create member mappings for a partitioned consumer group (replaces its members)",
+  args: [STREAM, GROUP, MAPPINGS],
+  examples: ["cg elastic create-mapping orders shipping m1:0,1 m2:2,3", "cg elastic cm orders shipping m1:0-2 m2:3"],
+  run: async ({ args: [stream, group, mappings], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await setGroupMappings(await s.js(), stream as string, group as string, mappings as MemberMapping[]), renderMappings)),
+  prompt: {
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      const mappings = args.length > 2 ? args.slice(2).map(parseMapping) : await sh.mappingLoop();
+      if (mappings.length === 0) throw canceled();
+      sh.print(renderMappings(await setGroupMappings(await sh.session.js(), stream, group, mappings)));
+    },
+  },
+};
 
-  examples(
-    mode
-      .command("add")
-      .description("add members to a partitioned consumer group")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<members...>", "member names")
-      .action(async (stream: string, group: string, members: string[], _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await addGroupMembers(await s.js(), stream, group, members), renderAdded)),
-      ),
-    ["cg elastic add orders shipping m1 m2 m3"],
-  );
-
-  examples(
-    mode
-      .command("drop")
-      .description("drop members from a partitioned consumer group")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<members...>", "member names")
-      .action(async (stream: string, group: string, members: string[], _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await dropGroupMembers(await s.js(), stream, group, members), renderDropped)),
-      ),
-    ["cg elastic drop orders shipping m3"],
-  );
-
-  examples(
-    mode
-      .command("create-mapping")
-      .aliases(["cm", "createmapping"])
-      .description("create member mappings for a partitioned consumer group (replaces its members)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<mappings...>", "mappings of members to partition numbers in the format <member>:<partition1>,<partition2>,...", mappingsArg)
-      .action(async (stream: string, group: string, mappings: MemberMapping[], _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await setGroupMappings(await s.js(), stream, group, mappings), renderMappings)),
-      ),
-    ["cg elastic create-mapping orders shipping m1:0,1 m2:2,3", "cg elastic cm orders shipping m1:0-2 m2:3"],
-  );
-
-  examples(
-    mode
-      .command("delete-mapping")
-      .aliases(["dm", "deletemapping"])
-      .description("delete member mappings for a partitioned consumer group (it has no members afterwards)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .action(async (stream: string, group: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await deleteGroupMappings(await s.js(), stream, group), renderMappingsDeleted)),
-      ),
-    ["cg elastic delete-mapping orders shipping", "cg elastic dm orders shipping"],
-  );
-
-  registerMemberCommands(mode, "elastic", { stream: "orders", group: "shipping" });
-}
+/** `elastic delete-mapping|dm|deletemapping <stream> <name>`. */
+export const deleteMappingCommand: CommandSpec = {
+  name: "delete-mapping",
+  aliases: ["dm", "deletemapping"],
+  flavours: ["elastic"],
+  description: "delete member mappings for a partitioned consumer group (it has no members afterwards)",
+  args: [STREAM, GROUP],
+  examples: ["cg elastic delete-mapping orders shipping", "cg elastic dm orders shipping"],
+  run: async ({ args: [stream, group], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await deleteGroupMappings(await s.js(), stream as string, group as string), renderMappingsDeleted)),
+  prompt: {
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      await sh.confirm();
+      sh.print(renderMappingsDeleted(await deleteGroupMappings(await sh.session.js(), stream, group)));
+    },
+  },
+};

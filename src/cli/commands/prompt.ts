@@ -1,40 +1,18 @@
 /**
  * `cg static prompt` / `cg elastic prompt`: Go cg's interactive shell, driven by
- * stdin. Missing arguments are asked one at a time. Unlike Go, `create-mapping`
- * applies the mappings you type, and `drop` does not exist in static mode.
- * `consume` is not available here: run it in its own terminal.
+ * stdin. Its commands, their aliases and its help are those of the command
+ * table; each command's prompt form asks for missing arguments one at a time.
+ * Unlike Go, `create-mapping` applies the mappings you type, and `drop` does not
+ * exist in static mode. `consume` and `top` are not available here: run them in
+ * their own terminal.
  */
 import type { GroupKind, MemberMapping, PartitioningFilter } from "../../index.js";
 import { CliError, describeError, UsageError } from "../errors.js";
-import {
-  addGroupMembers,
-  createElasticGroup,
-  createStaticGroup,
-  deleteGroup,
-  deleteGroupMappings,
-  dropGroupMembers,
-  groupInfo,
-  listGroups,
-  memberInfo,
-  setGroupMappings,
-  stepDown,
-} from "../operations.js";
-import { isYes, parseMapping, parseNonNegativeInt, parsePartitionList, parsePositiveInt, parseWildcards, words } from "../parse.js";
-import {
-  renderAdded,
-  renderCreated,
-  renderDeleted,
-  renderDropped,
-  renderGroupList,
-  renderInfo,
-  renderMappings,
-  renderMappingsDeleted,
-  renderMemberInfo,
-  renderStepDown,
-  table,
-} from "../render.js";
+import { isYes, parsePartitionList, parseWildcards, words } from "../parse.js";
+import { table } from "../render.js";
 import type { Session } from "../session.js";
 import { DELETE_WARNING } from "./common.js";
+import { argUsage, findCommand, flavourCommands, perKind, type CommandSpec, type PromptShell } from "./spec.js";
 
 /** Stdin ended in the middle of a question: leave the prompt. */
 class EndOfInput extends Error {}
@@ -42,41 +20,52 @@ class EndOfInput extends Error {}
 /** Thrown when an answer is left empty: the command is dropped, the prompt goes on. */
 const canceled = (): CliError => new CliError("CANCELED", "operation canceled");
 
-const HELP: [string, string][] = [
+/** The prompt's own commands, before those of the table. */
+const BUILT_INS: [string, string][] = [
   ["help, ?", "this help"],
   ["exit, quit", "leave the prompt"],
   ["static, elastic", "switch mode"],
-  ["ls, list [stream]", "list the consumer groups of a stream"],
-  ["info [stream group]", "config, active members and the partition → member table"],
-  ["create [stream group max-members]", "create a group (asks for the rest)"],
-  ["delete, rm [stream group]", "delete a group (asks for confirmation)"],
-  ["member-info, memberinfo, minfo [stream group member]", "is the member in the membership, is it active"],
-  ["step-down, stepdown, sd [stream group member]", "have the server pin another instance of the member"],
-  ["add [stream group members...]", "elastic: add members"],
-  ["drop [stream group members...]", "elastic: drop members"],
-  ["create-mapping, createmapping, cm [stream group mappings...]", "elastic: set member mappings (member:p1,p2)"],
-  ["delete-mapping, deletemapping, dm [stream group]", "elastic: delete the member mappings (asks for confirmation)"],
 ];
 
+/**
+ * The prompt's help for a flavour: its own commands, then every command of the
+ * table under that flavour (those not available in the prompt say so).
+ *
+ * @param commands - the command table
+ * @param kind - the flavour
+ */
+export function promptHelp(commands: readonly CommandSpec[], kind: GroupKind): [string, string][] {
+  const rows = flavourCommands(commands, kind)
+    .filter((c) => c.prompt !== undefined && c.name !== "prompt")
+    .map((c): [string, string] => {
+      const names = [c.name, ...(c.aliases ?? [])].join(", ");
+      const prompt = c.prompt;
+      if (prompt === undefined || "unavailable" in prompt) return [names, `not in the prompt: ${perKind(prompt?.unavailable ?? "", kind)}`];
+      const usage = prompt.usage ?? (c.args && c.args.length > 0 ? `[${argUsage(c.args).replace(/[<>]/g, "")}]` : "");
+      return [usage === "" ? names : `${names} ${usage}`, perKind(c.description, kind)];
+    });
+  return [...BUILT_INS, ...rows];
+}
+
 /** One prompt session. */
-class Shell {
+class Shell implements PromptShell {
   constructor(
-    private readonly session: Session,
+    readonly session: Session,
     private kind: GroupKind,
+    private readonly commands: readonly CommandSpec[],
   ) {}
 
-  private print(text: string): void {
+  print(text: string): void {
     process.stdout.write(text.endsWith("\n") ? text : `${text}\n`);
   }
 
-  private async ask(question: string): Promise<string> {
+  async ask(question: string): Promise<string> {
     const answer = await this.session.lines.question(question);
     if (answer === undefined) throw new EndOfInput();
     return answer.trim();
   }
 
-  /** The argument at `index`, or the answer to `question`; an empty answer cancels. */
-  private async arg(args: string[], index: number, question: string): Promise<string> {
+  async arg(args: readonly string[], index: number, question: string): Promise<string> {
     const given = args[index];
     if (given !== undefined) return given;
     const answer = await this.ask(question);
@@ -84,8 +73,7 @@ class Shell {
     return answer;
   }
 
-  /** Asks until `parse` accepts the answer. */
-  private async askParsed<T>(question: string, parse: (answer: string) => T): Promise<T> {
+  async askParsed<T>(question: string, parse: (answer: string) => T): Promise<T> {
     for (;;) {
       const answer = await this.ask(question);
       try {
@@ -97,18 +85,15 @@ class Shell {
     }
   }
 
-  private target = async (args: string[]): Promise<{ stream: string; group: string }> => ({
-    stream: await this.arg(args, 0, "stream name: "),
-    group: await this.arg(args, 1, "consumer group name: "),
-  });
-
-  private requireElastic(command: string): void {
-    if (this.kind !== "elastic") {
-      throw new UsageError(`${command} is only available in elastic mode (static groups are immutable: delete and create the group again); type "elastic" to switch`);
-    }
+  async target(args: readonly string[]): Promise<{ stream: string; group: string }> {
+    return { stream: await this.arg(args, 0, "stream name: "), group: await this.arg(args, 1, "consumer group name: ") };
   }
 
-  private async mappingLoop(): Promise<MemberMapping[]> {
+  async confirm(): Promise<void> {
+    if (!isYes(await this.ask(DELETE_WARNING))) throw canceled();
+  }
+
+  async mappingLoop(): Promise<MemberMapping[]> {
     const mappings: MemberMapping[] = [];
     for (;;) {
       const member = await this.ask("member name (hit return to finish): ");
@@ -118,7 +103,7 @@ class Shell {
     }
   }
 
-  private async filterLoop(withWildcards: boolean): Promise<PartitioningFilter[]> {
+  async filterLoop(withWildcards: boolean): Promise<PartitioningFilter[]> {
     const filters: PartitioningFilter[] = [];
     for (;;) {
       const filter = await this.ask("filter (empty when done): ");
@@ -128,32 +113,7 @@ class Shell {
     }
   }
 
-  private async confirm(): Promise<void> {
-    if (!isYes(await this.ask(DELETE_WARNING))) throw canceled();
-  }
-
-  private async create(args: string[]): Promise<void> {
-    const { stream, group } = await this.target(args);
-    const given = args[2];
-    const maxMembers = given !== undefined ? parsePositiveInt(given, "max members") : await this.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
-    const js = await this.session.js();
-    if (this.kind === "static") {
-      const members = words(await this.ask("space separated set of members (hit return to set member mappings instead): "));
-      const mappings = members.length > 0 ? undefined : await this.mappingLoop();
-      const filters = (await this.filterLoop(false)).map((f) => f.filter);
-      const doc = await createStaticGroup(js, { stream, group, maxMembers, filters, ...(mappings ? { mappings } : { members }) });
-      for (const w of doc.warnings) this.session.out.warn(w);
-      this.print(renderCreated(doc));
-      return;
-    }
-    const filters = await this.filterLoop(true);
-    const count = (name: string) => (a: string) => (a === "" ? 0 : parseNonNegativeInt(a, name));
-    const maxBufferedMsgs = await this.askParsed("max buffered messages (0 for no limit): ", count("max buffered messages"));
-    const maxBufferedBytes = await this.askParsed("max buffered bytes (0 for no limit): ", count("max buffered bytes"));
-    this.print(renderCreated(await createElasticGroup(js, { stream, group, maxMembers, filters: filters.length > 0 ? filters : null, maxBufferedMsgs, maxBufferedBytes })));
-  }
-
-  private async members(args: string[]): Promise<string[]> {
+  async members(args: readonly string[]): Promise<string[]> {
     if (args.length > 2) return args.slice(2);
     const members = words(await this.ask("space separated member names: "));
     if (members.length === 0) throw canceled();
@@ -164,11 +124,10 @@ class Shell {
   async run(line: string): Promise<boolean> {
     const [command, ...args] = words(line);
     if (command === undefined) return true;
-    const s = this.session.out.out;
     switch (command) {
       case "?":
       case "help":
-        this.print(table(["COMMAND", "WHAT IT DOES"], HELP, s));
+        this.print(table(["COMMAND", "WHAT IT DOES"], promptHelp(this.commands, this.kind), this.session.out.out));
         return true;
       case "exit":
       case "quit":
@@ -177,88 +136,26 @@ class Shell {
       case "elastic":
         this.kind = command;
         return true;
-      case "ls":
-      case "list": {
-        const stream = await this.arg(args, 0, "stream name: ");
-        this.print(renderGroupList(await listGroups(await this.session.js(), this.kind, stream)));
-        return true;
-      }
-      case "info": {
-        const { stream, group } = await this.target(args);
-        this.print(renderInfo(await groupInfo(await this.session.js(), this.kind, stream, group), s));
-        return true;
-      }
-      case "create":
-        await this.create(args);
-        return true;
-      case "delete":
-      case "rm": {
-        const { stream, group } = await this.target(args);
-        await this.confirm();
-        this.print(renderDeleted(await deleteGroup(await this.session.js(), this.kind, stream, group)));
-        return true;
-      }
-      case "memberinfo":
-      case "member-info":
-      case "minfo": {
-        const { stream, group } = await this.target(args);
-        const member = await this.arg(args, 2, "member name: ");
-        this.print(renderMemberInfo(await memberInfo(await this.session.js(), this.kind, stream, group, member), s));
-        return true;
-      }
-      case "stepdown":
-      case "step-down":
-      case "sd": {
-        const { stream, group } = await this.target(args);
-        const member = await this.arg(args, 2, "member name: ");
-        this.print(renderStepDown(await stepDown(await this.session.js(), this.kind, stream, group, member)));
-        return true;
-      }
-      case "add":
-      case "drop": {
-        this.requireElastic(command);
-        const { stream, group } = await this.target(args);
-        const members = await this.members(args);
-        const js = await this.session.js();
-        this.print(command === "add" ? renderAdded(await addGroupMembers(js, stream, group, members)) : renderDropped(await dropGroupMembers(js, stream, group, members)));
-        return true;
-      }
-      case "createmapping":
-      case "create-mapping":
-      case "cm": {
-        this.requireElastic(command);
-        const { stream, group } = await this.target(args);
-        const mappings = args.length > 2 ? args.slice(2).map(parseMapping) : await this.mappingLoop();
-        if (mappings.length === 0) throw canceled();
-        this.print(renderMappings(await setGroupMappings(await this.session.js(), stream, group, mappings)));
-        return true;
-      }
-      case "deletemapping":
-      case "delete-mapping":
-      case "dm": {
-        this.requireElastic(command);
-        const { stream, group } = await this.target(args);
-        await this.confirm();
-        this.print(renderMappingsDeleted(await deleteGroupMappings(await this.session.js(), stream, group)));
-        return true;
-      }
-      case "consume":
-      case "join":
-      case "processing-time":
-        this.print(`${command} is not available in prompt mode: run "cg ${this.kind} consume <stream> <group> <member> [--sleep 20ms]" in another terminal`);
-        return true;
-      default:
-        this.print(`unknown command: ${command}`);
-        return true;
     }
+    const spec = findCommand(this.commands, this.kind, command);
+    if (spec === undefined || spec.prompt === undefined || spec.name === "prompt") {
+      const other: GroupKind = this.kind === "static" ? "elastic" : "static";
+      if (spec === undefined && findCommand(this.commands, other, command)) {
+        throw new UsageError(`${command} is only available in ${other} mode${other === "elastic" ? " (static groups are immutable: delete and create the group again)" : ""}; type "${other}" to switch`);
+      }
+      this.print(`unknown command: ${command}`);
+      return true;
+    }
+    if ("unavailable" in spec.prompt) {
+      this.print(`${command} is not available in prompt mode: ${perKind(spec.prompt.unavailable, this.kind)}`);
+      return true;
+    }
+    await spec.prompt.run(this, args, this.kind);
+    return true;
   }
 
-  prompt(): string {
-    return `[${this.kind}]> `;
-  }
-
-  async nextLine(): Promise<string | undefined> {
-    return this.session.lines.question(this.prompt());
+  nextLine(): Promise<string | undefined> {
+    return this.session.lines.question(`[${this.kind}]> `);
   }
 }
 
@@ -267,10 +164,12 @@ class Shell {
  *
  * @param session - the session (its connection is made on the first command that needs it)
  * @param kind - the starting mode
+ * @param commands - the command table
+ * @throws UsageError with `--json` (the prompt prints text)
  */
-export async function runPrompt(session: Session, kind: GroupKind): Promise<void> {
+export async function runPrompt(session: Session, kind: GroupKind, commands: readonly CommandSpec[]): Promise<void> {
   if (session.out.json) throw new UsageError("the prompt is interactive and prints text: --json is not supported with prompt");
-  const shell = new Shell(session, kind);
+  const shell = new Shell(session, kind, commands);
   for (;;) {
     const line = await shell.nextLine();
     if (line === undefined) return;

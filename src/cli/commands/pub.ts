@@ -3,7 +3,7 @@
  * every key gets its own ordered sequence; publishes are pipelined with a bounded
  * window of outstanding JetStream acks.
  */
-import type { Command } from "commander";
+import { Option } from "commander";
 import type { JetStreamPublishOptions, PubAck } from "@nats-io/jetstream";
 import { CliError, ExitRequest, UsageError } from "../errors.js";
 import type { PubDoc } from "../model.js";
@@ -11,7 +11,8 @@ import { parsePositiveInt } from "../parse.js";
 import { renderProgress, renderPubSummary } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
-import { arg, examples } from "./common.js";
+import { arg } from "./common.js";
+import type { CommandSpec } from "./spec.js";
 
 interface PubOptions {
   keys: number;
@@ -107,23 +108,24 @@ async function publish(session: Session, template: string, opts: PubOptions): Pr
   if (interrupted) throw new ExitRequest(exitCodeFor(interrupted));
 }
 
-/** Adds `cg pub`. */
-export function registerPub(program: Command): void {
-  const positive = (name: string) => arg((v) => parsePositiveInt(v, name));
-  examples(
-    program
-      .command("pub")
-      .description("publish keyed test traffic with JetStream acks: message n goes to key (n-1) mod keys, payload {\"key\", \"seq\" (per key), \"n\" (global)}")
-      .argument("<subject-template>", "the subject, with a {key} placeholder; {seq} is the global message number")
-      .option("--keys <n>", "number of distinct keys", positive("--keys"), 100)
-      .option("--count <n>", "number of messages", positive("--count"), 10000)
-      .option("--rate <n>", "at most this many messages per second (default: as fast as the acks come)", positive("--rate"))
-      .option("--stream <name>", "expect every message to be stored in this stream (the server rejects it otherwise)")
-      .option("--window <n>", "max publishes waiting for their ack", positive("--window"), 256)
-      .action(async (template: string, opts: PubOptions, cmd: Command) => {
-        if (!template.includes("{key}")) throw new UsageError(`the subject template "${template}" has no {key} placeholder: every message would go to one key, e.g. use "orders.{key}"`);
-        await withSession(cmd, (s) => publish(s, template, opts));
-      }),
-    ["cg pub 'orders.{key}' --keys 100 --count 10000", "cg pub 'orders.{key}.created' --count 1000 --rate 200 --stream orders --json"],
-  );
-}
+const positive = (name: string) => arg((v) => parsePositiveInt(v, name));
+
+/** `cg pub <subject-template>`. */
+export const pubCommand: CommandSpec = {
+  name: "pub",
+  description: "publish keyed test traffic with JetStream acks: message n goes to key (n-1) mod keys, payload {\"key\", \"seq\" (per key), \"n\" (global)}",
+  args: [{ name: "subject-template", description: "the subject, with a {key} placeholder; {seq} is the global message number" }],
+  options: () => [
+    new Option("--keys <n>", "number of distinct keys").argParser(positive("--keys")).default(100),
+    new Option("--count <n>", "number of messages").argParser(positive("--count")).default(10000),
+    new Option("--rate <n>", "at most this many messages per second (default: as fast as the acks come)").argParser(positive("--rate")),
+    new Option("--stream <name>", "expect every message to be stored in this stream (the server rejects it otherwise)"),
+    new Option("--window <n>", "max publishes waiting for their ack").argParser(positive("--window")).default(256),
+  ],
+  examples: ["cg pub 'orders.{key}' --keys 100 --count 10000", "cg pub 'orders.{key}.created' --count 1000 --rate 200 --stream orders --json"],
+  run: async ({ args: [template], opts, cmd }) => {
+    const subject = template as string;
+    if (!subject.includes("{key}")) throw new UsageError(`the subject template "${subject}" has no {key} placeholder: every message would go to one key, e.g. use "orders.{key}"`);
+    await withSession(cmd, (s) => publish(s, subject, opts as unknown as PubOptions));
+  },
+};

@@ -1,94 +1,149 @@
 /**
- * The commands both flavours share, defined once: `prompt`, `ls`, `info`,
- * `member-info`, `step-down` and `consume`.
+ * The commands both flavours share, defined once: `ls`, `info`, `delete`,
+ * `member-info`, `step-down` and `consume`, each with its command-line action
+ * and its prompt form.
  */
-import type { Command } from "commander";
+import { Option } from "commander";
 import type { GroupKind } from "../../index.js";
-import { groupInfo, listGroups, memberInfo, stepDown } from "../operations.js";
-import { renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
+import { deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../operations.js";
+import { renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
 import { withSession } from "../session.js";
-import { examples } from "./common.js";
-import { runConsume, sleepMs } from "./consume.js";
-import { runPrompt } from "./prompt.js";
+import { DELETE_WARNING, confirmOrCancel } from "./common.js";
+import { addMetricsOptions, runConsume, sleepMs } from "./consume.js";
+import { flavourOf, type ArgSpec, type CommandSpec } from "./spec.js";
 
-/**
- * Adds `prompt`, `ls` and `info` to a flavour's command.
- *
- * @param mode - the `static` or `elastic` command
- * @param kind - its flavour
- * @param example - the stream and group its help examples use
- */
-export function registerGroupCommands(mode: Command, kind: GroupKind, example: { stream: string; group: string }): void {
-  examples(
-    mode
-      .command("prompt")
-      .description("interactive prompt")
-      .action(async (_opts: unknown, cmd: Command) => withSession(cmd, (s) => runPrompt(s, kind))),
-    [`cg ${kind} prompt`],
-  );
+/** The stream and group a flavour's help examples use. */
+export const EXAMPLE: Record<GroupKind, { stream: string; group: string }> = {
+  static: { stream: "orders", group: "billing" },
+  elastic: { stream: "orders", group: "shipping" },
+};
 
-  examples(
-    mode
-      .command("ls")
-      .alias("list")
-      .description("list the consumer groups defined on a stream")
-      .argument("<stream>", "stream name")
-      .action(async (stream: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await listGroups(await s.js(), kind, stream), renderGroupList)),
-      ),
-    [`cg ${kind} ls ${example.stream}`, `cg ${kind} list ${example.stream} --json`],
-  );
+/** `orders billing` / `orders shipping`. */
+export const where = (kind: GroupKind): string => `${EXAMPLE[kind].stream} ${EXAMPLE[kind].group}`;
 
-  examples(
-    mode
-      .command("info")
-      .description(`get ${kind} consumer group info: config, active members and the partition → member table`)
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .action(async (stream: string, group: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await groupInfo(await s.js(), kind, stream, group), renderInfo)),
-      ),
-    [`cg ${kind} info ${example.stream} ${example.group}`, `cg ${kind} info ${example.stream} ${example.group} --json`],
-  );
+/** `a static` / `an elastic`. */
+export const article = (kind: GroupKind): string => (kind === "static" ? "a static" : "an elastic");
+
+/** `<stream>`. */
+export const STREAM: ArgSpec = { name: "stream", description: "stream name" };
+/** `<name>`: the group. */
+export const GROUP: ArgSpec = { name: "name", description: "consumer group name" };
+/** `<member>`. */
+export const MEMBER: ArgSpec = { name: "member", description: "member name" };
+
+const BOTH = ["static", "elastic"] as const;
+
+/** `ls|list <stream>`. */
+export const lsCommand: CommandSpec = {
+  name: "ls",
+  aliases: ["list"],
+  flavours: BOTH,
+  description: "list the consumer groups defined on a stream",
+  args: [STREAM],
+  examples: (kind) => [`cg ${kind} ls ${EXAMPLE[kind].stream}`, `cg ${kind} list ${EXAMPLE[kind].stream} --json`],
+  run: async ({ kind, args: [stream], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await listGroups(await s.js(), flavourOf(kind), stream as string), renderGroupList)),
+  prompt: {
+    usage: "[stream]",
+    run: async (sh, args, kind) => {
+      const stream = await sh.arg(args, 0, "stream name: ");
+      sh.print(renderGroupList(await listGroups(await sh.session.js(), kind, stream)));
+    },
+  },
+};
+
+/** `info <stream> <name>`. */
+export const infoCommand: CommandSpec = {
+  name: "info",
+  flavours: BOTH,
+  description: (kind) => `get ${kind} consumer group info: config, active members and the partition → member table`,
+  args: [STREAM, GROUP],
+  examples: (kind) => [`cg ${kind} info ${where(kind)}`, `cg ${kind} info ${where(kind)} --json`],
+  run: async ({ kind, args: [stream, group], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await groupInfo(await s.js(), flavourOf(kind), stream as string, group as string), renderInfo)),
+  prompt: {
+    run: async (sh, args, kind) => {
+      const { stream, group } = await sh.target(args);
+      sh.print(renderInfo(await groupInfo(await sh.session.js(), kind, stream, group), sh.session.out.out));
+    },
+  },
+};
+
+/** `delete|rm <stream> <name> [-f]`. */
+export const deleteCommand: CommandSpec = {
+  name: "delete",
+  aliases: ["rm"],
+  flavours: BOTH,
+  description: (kind) => `delete ${article(kind)} partitioned consumer group (its members stop consuming)`,
+  args: [STREAM, GROUP],
+  options: () => [forceOption()],
+  examples: (kind) => [`cg ${kind} delete ${where(kind)}`, `cg ${kind} rm ${where(kind)} -f`],
+  run: async ({ kind, args: [stream, group], opts, cmd }) =>
+    withSession(cmd, async (s) => {
+      if (opts["force"] !== true) await confirmOrCancel(s, DELETE_WARNING);
+      s.out.result(await deleteGroup(await s.js(), flavourOf(kind), stream as string, group as string), renderDeleted);
+    }),
+  prompt: {
+    run: async (sh, args, kind) => {
+      const { stream, group } = await sh.target(args);
+      await sh.confirm();
+      sh.print(renderDeleted(await deleteGroup(await sh.session.js(), kind, stream, group)));
+    },
+  },
+};
+
+function forceOption(): Option {
+  return new Option("-f, --force", "force delete the consumer group, without asking");
 }
 
-/**
- * Adds `member-info`, `step-down` and `consume` to a flavour's command.
- *
- * @param mode - the `static` or `elastic` command
- * @param kind - its flavour
- * @param example - the stream and group its help examples use
- */
-export function registerMemberCommands(mode: Command, kind: GroupKind, example: { stream: string; group: string }): void {
-  const where = `${example.stream} ${example.group}`;
-  const withMember = (cmd: Command): Command =>
-    cmd.argument("<stream>", "stream name").argument("<name>", "consumer group name").argument("<member>", "member name");
+/** `member-info|memberinfo|minfo <stream> <name> <member>`. */
+export const memberInfoCommand: CommandSpec = {
+  name: "member-info",
+  aliases: ["memberinfo", "minfo"],
+  flavours: BOTH,
+  description: (kind) => `get ${kind} consumer group member info`,
+  args: [STREAM, GROUP, MEMBER],
+  examples: (kind) => [`cg ${kind} member-info ${where(kind)} m1`, `cg ${kind} minfo ${where(kind)} m1 --json`],
+  run: async ({ kind, args: [stream, group, member], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await memberInfo(await s.js(), flavourOf(kind), stream as string, group as string, member as string), renderMemberInfo)),
+  prompt: {
+    run: async (sh, args, kind) => {
+      const { stream, group } = await sh.target(args);
+      const member = await sh.arg(args, 2, "member name: ");
+      sh.print(renderMemberInfo(await memberInfo(await sh.session.js(), kind, stream, group, member), sh.session.out.out));
+    },
+  },
+};
 
-  examples(
-    withMember(mode.command("member-info").aliases(["memberinfo", "minfo"]).description(`get ${kind} consumer group member info`)).action(
-      async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await memberInfo(await s.js(), kind, stream, group, member), renderMemberInfo)),
-    ),
-    [`cg ${kind} member-info ${where} m1`, `cg ${kind} minfo ${where} m1 --json`],
-  );
+/** `step-down|stepdown|sd <stream> <name> <member>`. */
+export const stepDownCommand: CommandSpec = {
+  name: "step-down",
+  aliases: ["stepdown", "sd"],
+  flavours: BOTH,
+  description: "initiate a step down for a member: the server pins another of its instances",
+  args: [STREAM, GROUP, MEMBER],
+  examples: (kind) => [`cg ${kind} step-down ${where(kind)} m1`, `cg ${kind} sd ${where(kind)} m1`],
+  run: async ({ kind, args: [stream, group, member], cmd }) =>
+    withSession(cmd, async (s) => s.out.result(await stepDown(await s.js(), flavourOf(kind), stream as string, group as string, member as string), renderStepDown)),
+  prompt: {
+    run: async (sh, args, kind) => {
+      const { stream, group } = await sh.target(args);
+      const member = await sh.arg(args, 2, "member name: ");
+      sh.print(renderStepDown(await stepDown(await sh.session.js(), kind, stream, group, member)));
+    },
+  },
+};
 
-  examples(
-    withMember(mode.command("step-down").aliases(["stepdown", "sd"]).description("initiate a step down for a member: the server pins another of its instances")).action(
-      async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-        withSession(cmd, async (s) => s.out.result(await stepDown(await s.js(), kind, stream, group, member), renderStepDown)),
-    ),
-    [`cg ${kind} step-down ${where} m1`, `cg ${kind} sd ${where} m1`],
-  );
-
-  examples(
-    withMember(
-      mode
-        .command("consume")
-        .alias("join")
-        .description(`join ${kind === "static" ? "a static" : "an elastic"} partitioned consumer group as a member instance (Ctrl-C to stop)`),
-    ).action(async (stream: string, group: string, member: string, _opts: unknown, cmd: Command) =>
-      withSession(cmd, (s) => runConsume(s, { kind, stream, group, member, sleepMs: sleepMs(cmd) })),
-    ),
-    [`cg ${kind} consume ${where} m1`, `cg ${kind} join ${where} m1 --sleep 100ms --json`],
-  );
-}
+/** `consume|join <stream> <name> <member>`, with `--metrics-port`. */
+export const consumeCommand: CommandSpec = {
+  name: "consume",
+  aliases: ["join"],
+  flavours: BOTH,
+  description: (kind) => `join ${article(kind)} partitioned consumer group as a member instance (Ctrl-C to stop)`,
+  args: [STREAM, GROUP, MEMBER],
+  examples: (kind) => [`cg ${kind} consume ${where(kind)} m1`, `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`, `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`],
+  configure: (cmd) => void addMetricsOptions(cmd),
+  run: async ({ kind, args: [stream, group, member], cmd }) =>
+    withSession(cmd, (s) => runConsume(s, { kind: flavourOf(kind), stream: stream as string, group: group as string, member: member as string, sleepMs: sleepMs(cmd) })),
+  prompt: { unavailable: (kind) => `run "cg ${kind} consume <stream> <group> <member> [--sleep 20ms]" in another terminal` },
+};

@@ -1,86 +1,88 @@
 /**
- * `cg static …`: static consumer groups, with Go cg's commands, arguments and aliases.
+ * `cg static create balanced|mapped`: static consumer groups' own command, with Go
+ * cg's arguments, and its prompt form (which asks for members or mappings).
  */
-import type { Command } from "commander";
+import { Option } from "commander";
 import type { MemberMapping } from "../../index.js";
-import { createStaticGroup, deleteGroup } from "../operations.js";
-import { renderCreated, renderDeleted } from "../render.js";
+import { createStaticGroup } from "../operations.js";
+import { parsePositiveInt, words } from "../parse.js";
+import { renderCreated } from "../render.js";
 import { withSession, type Session } from "../session.js";
-import { DELETE_WARNING, collect, confirmOrCancel, examples, mappingsArg, maxMembersArg } from "./common.js";
-import { sleepOption } from "./consume.js";
-import { registerGroupCommands, registerMemberCommands } from "./shared-commands.js";
+import { collect, mappingsArg, maxMembersArg } from "./common.js";
+import { GROUP, STREAM } from "./shared-commands.js";
+import type { CommandSpec } from "./spec.js";
 
 function printWarnings(session: Session, warnings: readonly string[]): void {
   for (const w of warnings) session.out.warn(w);
 }
 
-/** Adds `cg static` and its subcommands. */
-export function registerStatic(program: Command): void {
-  const mode = program.command("static").description("static consumer groups mode").addOption(sleepOption());
-  examples(mode, [
-    "cg static create balanced orders billing 4 m1 m2",
-    "cg static info orders billing",
-    "cg static consume orders billing m1",
-    "cg static prompt",
-  ]);
+const MAX_MEMBERS = { name: "max-members", description: "max number of members (the number of partitions)", parse: maxMembersArg };
+const filterOption = (): Option => new Option("--filter <filter>", "filter(s) on the subject after the partition number, repeatable").argParser(collect);
 
-  registerGroupCommands(mode, "static", { stream: "orders", group: "billing" });
-
-  const create = mode.command("create").description("create a static partitioned consumer group");
-  examples(create, ["cg static create balanced orders billing 4 m1 m2", "cg static create mapped orders billing 4 m1:0,1 m2:2,3"]);
-  examples(
-    create
-      .command("balanced")
-      .description("create a static partitioned consumer group with balanced members")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<max-members>", "max number of members (the number of partitions)", maxMembersArg)
-      .argument("<members...>", "member names")
-      .option("--filter <filter>", "filter(s) on the subject after the partition number, repeatable", collect)
-      .action(async (stream: string, group: string, maxMembers: number, members: string[], opts: { filter?: string[] }, cmd: Command) =>
+/** `static create balanced|mapped`; in the prompt, `create` asks for the rest. */
+export const staticCreateCommand: CommandSpec = {
+  name: "create",
+  flavours: ["static"],
+  description: "create a static partitioned consumer group",
+  examples: ["cg static create balanced orders billing 4 m1 m2", "cg static create mapped orders billing 4 m1:0,1 m2:2,3"],
+  subcommands: [
+    {
+      name: "balanced",
+      description: "create a static partitioned consumer group with balanced members",
+      args: [STREAM, GROUP, MAX_MEMBERS, { name: "members", description: "member names", variadic: true }],
+      options: () => [filterOption()],
+      examples: ["cg static create balanced orders billing 4 m1 m2", "cg static create balanced orders billing 4 m1 m2 --filter 'orders.*'"],
+      run: async ({ args: [stream, group, maxMembers, members], opts, cmd }) =>
         withSession(cmd, async (s) => {
-          const doc = await createStaticGroup(await s.js(), { stream, group, maxMembers, filters: opts.filter ?? [], members });
+          const doc = await createStaticGroup(await s.js(), {
+            stream: stream as string,
+            group: group as string,
+            maxMembers: maxMembers as number,
+            filters: (opts["filter"] as string[] | undefined) ?? [],
+            members: members as string[],
+          });
           printWarnings(s, doc.warnings);
           s.out.result(doc, renderCreated);
         }),
-      ),
-    ["cg static create balanced orders billing 4 m1 m2", "cg static create balanced orders billing 4 m1 m2 --filter 'orders.*'"],
-  );
-  examples(
-    create
-      .command("mapped")
-      .description("create a static partitioned consumer group with member mappings")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .argument("<max-members>", "max number of members (the number of partitions)", maxMembersArg)
-      .argument("<mappings...>", "mappings of members to partition numbers in the format <member>:<partition1>,<partition2>,...", mappingsArg)
-      .option("--filter <filter>", "filter(s) on the subject after the partition number, repeatable", collect)
-      .action(async (stream: string, group: string, maxMembers: number, mappings: MemberMapping[], opts: { filter?: string[] }, cmd: Command) =>
+    },
+    {
+      name: "mapped",
+      description: "create a static partitioned consumer group with member mappings",
+      args: [
+        STREAM,
+        GROUP,
+        MAX_MEMBERS,
+        { name: "mappings", description: "mappings of members to partition numbers in the format <member>:<partition1>,<partition2>,...", variadic: true, parse: mappingsArg },
+      ],
+      options: () => [filterOption()],
+      examples: ["cg static create mapped orders billing 4 m1:0,1 m2:2,3", "cg static create mapped orders billing 6 m1:0-3 m2:4,5"],
+      run: async ({ args: [stream, group, maxMembers, mappings], opts, cmd }) =>
         withSession(cmd, async (s) => {
-          const doc = await createStaticGroup(await s.js(), { stream, group, maxMembers, filters: opts.filter ?? [], mappings });
+          const doc = await createStaticGroup(await s.js(), {
+            stream: stream as string,
+            group: group as string,
+            maxMembers: maxMembers as number,
+            filters: (opts["filter"] as string[] | undefined) ?? [],
+            mappings: mappings as MemberMapping[],
+          });
           printWarnings(s, doc.warnings);
           s.out.result(doc, renderCreated);
         }),
-      ),
-    ["cg static create mapped orders billing 4 m1:0,1 m2:2,3", "cg static create mapped orders billing 6 m1:0-3 m2:4,5"],
-  );
-
-  examples(
-    mode
-      .command("delete")
-      .alias("rm")
-      .description("delete a static partitioned consumer group (its members stop consuming)")
-      .argument("<stream>", "stream name")
-      .argument("<name>", "consumer group name")
-      .option("-f, --force", "force delete the consumer group, without asking")
-      .action(async (stream: string, group: string, opts: { force?: boolean }, cmd: Command) =>
-        withSession(cmd, async (s) => {
-          if (!opts.force) await confirmOrCancel(s, DELETE_WARNING);
-          s.out.result(await deleteGroup(await s.js(), "static", stream, group), renderDeleted);
-        }),
-      ),
-    ["cg static delete orders billing", "cg static rm orders billing -f"],
-  );
-
-  registerMemberCommands(mode, "static", { stream: "orders", group: "billing" });
-}
+    },
+  ],
+  prompt: {
+    usage: "[stream group max-members]",
+    run: async (sh, args) => {
+      const { stream, group } = await sh.target(args);
+      const given = args[2];
+      const maxMembers = given !== undefined ? parsePositiveInt(given, "max members") : await sh.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
+      const js = await sh.session.js();
+      const members = words(await sh.ask("space separated set of members (hit return to set member mappings instead): "));
+      const mappings = members.length > 0 ? undefined : await sh.mappingLoop();
+      const filters = (await sh.filterLoop(false)).map((f) => f.filter);
+      const doc = await createStaticGroup(js, { stream, group, maxMembers, filters, ...(mappings ? { mappings } : { members }) });
+      for (const w of doc.warnings) sh.session.out.warn(w);
+      sh.print(renderCreated(doc));
+    },
+  },
+};

@@ -11,7 +11,7 @@
  * about {@link LAG_WINDOW_MS} earlier (the server refreshes it only every couple of
  * seconds while the buffer is full), for its rate and for SOURCE_LAG_GROWING.
  */
-import { Option, type Command } from "commander";
+import { Option } from "commander";
 import type { ConsumerInfo, JetStreamClient } from "@nats-io/jetstream";
 import { ConsumerGroupError, workQueueStreamName, type GroupDescription, type GroupKind } from "../../index.js";
 import { ExitRequest, UsageError } from "../errors.js";
@@ -21,7 +21,9 @@ import { formatDuration, parseDuration } from "../parse.js";
 import { list, table } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { exitCodeFor, onStopSignal } from "../signals.js";
-import { arg, examples } from "./common.js";
+import { arg } from "./common.js";
+import { GROUP, STREAM, article, where } from "./shared-commands.js";
+import { flavourOf, type CommandSpec } from "./spec.js";
 import {
   ago,
   bufferLine,
@@ -404,28 +406,24 @@ export async function runTop(session: Session, target: TopTarget): Promise<void>
   if (exitCode !== undefined && exitCode !== 0) throw new ExitRequest(exitCode);
 }
 
-/** Adds `top` to `cg static` and `cg elastic`. */
-export function registerTop(program: Command): void {
-  for (const kind of ["static", "elastic"] as const) {
-    const mode = program.commands.find((c) => c.name() === kind);
-    if (!mode) throw new Error(`cg ${kind} is not registered`);
-    const example = kind === "static" ? "orders billing" : "orders shipping";
-    examples(
-      mode
-        .command("top")
-        .description(
-          `live view of ${kind === "static" ? "a static" : "an elastic"} consumer group: partitions, owners with pinned and standby markers, backlog, handled/s, redeliveries, health findings; q or Ctrl-C to leave (plain blocks when stdout is not a terminal, NDJSON with --json)`,
-        )
-        .argument("<stream>", "stream name")
-        .argument("<name>", "consumer group name")
-        .addOption(new Option("--interval <duration>", "time between refreshes").default(DEFAULT_INTERVAL).argParser(arg((v) => (parseInterval(v), v))))
-        .addOption(stallAfterOption())
-        .action(async (stream: string, group: string, opts: { interval: string; stallAfter: string }, cmd: Command) =>
-          withSession(cmd, (s) =>
-            runTop(s, { kind, stream, group, intervalMs: parseInterval(opts.interval), stallAfterMs: parseDuration(opts.stallAfter, "--stall-after") }),
-          ),
-        ),
-      [`cg ${kind} top ${example}`, `cg ${kind} top ${example} --interval 2s`, `cg ${kind} top ${example} | tee top.log    # one block per refresh`],
-    );
-  }
-}
+/** `static|elastic top <stream> <name> [--interval] [--stall-after]`. */
+export const topCommand: CommandSpec = {
+  name: "top",
+  flavours: ["static", "elastic"],
+  description: (kind) =>
+    `live view of ${article(kind)} consumer group: partitions, owners with pinned and standby markers, backlog, handled/s, redeliveries, health findings; q or Ctrl-C to leave (plain blocks when stdout is not a terminal, NDJSON with --json)`,
+  args: [STREAM, GROUP],
+  options: () => [new Option("--interval <duration>", "time between refreshes").default(DEFAULT_INTERVAL).argParser(arg((v) => (parseInterval(v), v))), stallAfterOption()],
+  examples: (kind) => [`cg ${kind} top ${where(kind)}`, `cg ${kind} top ${where(kind)} --interval 2s`, `cg ${kind} top ${where(kind)} | tee top.log    # one block per refresh`],
+  run: async ({ kind, args: [stream, group], opts, cmd }) =>
+    withSession(cmd, (s) =>
+      runTop(s, {
+        kind: flavourOf(kind),
+        stream: stream as string,
+        group: group as string,
+        intervalMs: parseInterval(opts["interval"] as string),
+        stallAfterMs: parseDuration(opts["stallAfter"] as string, "--stall-after"),
+      }),
+    ),
+  prompt: { unavailable: (kind) => `top takes the whole screen: run "cg ${kind} top <stream> <group>" in another terminal` },
+};
