@@ -40,7 +40,12 @@ export function configKey(stream: string, group: string): string {
  *
  * @returns undefined when the key is not of that shape
  */
-export function parseConfigKey(key: string): { stream: string; group: string } | undefined {
+export function parseConfigKey(key: string): {
+  /** The stream the group is on. */
+  stream: string;
+  /** The group name. */
+  group: string;
+} | undefined {
   const parts = key.split(".");
   if (parts.length !== 2 || !parts[0] || !parts[1]) return undefined;
   return { stream: parts[0], group: parts[1] };
@@ -89,7 +94,15 @@ export function transformDestination(partitions: number, filter: PartitioningFil
  * The source subject transforms of an elastic work-queue stream, in config order.
  * With no partitioning filters it is the single whole-subject transform `> → {{Partition(N)}}.>`.
  */
-export function sourceTransforms(partitions: number, filters: readonly PartitioningFilter[] | null): { src: string; dest: string }[] {
+export function sourceTransforms(
+  partitions: number,
+  filters: readonly PartitioningFilter[] | null,
+): {
+  /** The subjects it applies to. */
+  src: string;
+  /** The subject they become, partition number first. */
+  dest: string;
+}[] {
   if (!filters || filters.length === 0) return [{ src: ">", dest: `{{Partition(${partitions})}}.>` }];
   return filters.map((f) => ({ src: f.filter, dest: transformDestination(partitions, f) }));
 }

@@ -227,7 +227,12 @@ export async function elasticIsInMembershipAndActive(
   stream: string,
   group: string,
   member: string,
-): Promise<{ inMembership: boolean; active: boolean }> {
+): Promise<{
+  /** The member is in the group's membership (its members or its mappings). */
+  inMembership: boolean;
+  /** The member's consumer exists, so an instance of it runs or ran lately. */
+  active: boolean;
+}> {
   assertValidGroupNames(stream, group, member);
   const config = await getElasticConsumerGroupConfig(js, stream, group);
   const inMembership = isInMembership(config, member);

@@ -14,7 +14,14 @@ import type { ElasticConsumerGroupConfig } from "../core/types.js";
  * @param group - the group name
  * @param config - the group config (partition count, filters and buffer caps)
  */
-export function workQueueStreamConfig(source: StreamInfo, group: string, config: ElasticConsumerGroupConfig): Partial<StreamConfig> & { name: string } {
+export function workQueueStreamConfig(
+  source: StreamInfo,
+  group: string,
+  config: ElasticConsumerGroupConfig,
+): Partial<StreamConfig> & {
+  /** `<stream>-<group>`. */
+  name: string;
+} {
   return {
     name: workQueueStreamName(source.config.name, group),
     retention: "workqueue",

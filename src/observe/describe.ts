@@ -14,14 +14,19 @@ import { healthFindings, type HealthFinding } from "./health.js";
 
 /** One member of a described group. */
 export interface MemberDescription {
+  /** The member's name. */
   member: string;
+  /** Its durable consumer's name. */
   consumer: string;
+  /** The partitions it owns. */
   partitions: number[];
   /** Listed as a member but beyond the partition count: idle. */
   overCap: boolean;
   /** Some instance is pulling (the consumer exists and has waiting pulls). */
   active: boolean;
+  /** The pinned instance's pin id, when one is pinned. */
   pinnedId?: string;
+  /** Since when it is pinned, ISO-8601. */
   pinnedAt?: string;
   /**
    * Pull requests waiting on the consumer: the pinned instance's plus the standbys'. An
@@ -30,15 +35,19 @@ export interface MemberDescription {
   waitingPulls: number;
   /** Delivered and not yet acked. */
   ackPending: number;
+  /** Messages its consumer has redelivered. */
   redelivered: number;
   /** Not yet delivered: the consumer's `num_pending`, or, with no consumer yet, its partitions' backlog. */
   pending: number;
+  /** Its consumer's last delivery, ISO-8601. */
   lastDelivery?: string;
 }
 
 /** One partition of a described group. */
 export interface PartitionDescription {
+  /** The partition number. */
   partition: number;
+  /** The member that owns it, if any. */
   owner?: string;
   /** Messages not yet delivered to the owner. */
   pending?: number;
@@ -56,19 +65,38 @@ export interface PartitionDescription {
 
 /** What {@link describeGroup} returns. */
 export interface GroupDescription {
+  /** The group's flavour. */
   kind: GroupKind;
+  /** The stream the group is on. */
   stream: string;
+  /** The group's name. */
   group: string;
+  /** The group's config, as stored. */
   config: StaticConsumerGroupConfig | ElasticConsumerGroupConfig;
+  /** The number of partitions (max members). */
   partitionCount: number;
+  /** Member → the partitions it owns. */
   assignment: Record<string, number[]>;
+  /** One entry per member of the membership, in assignment order. */
   members: MemberDescription[];
+  /** One entry per partition, 0 to `partitionCount` - 1. */
   partitions: PartitionDescription[];
   /** Elastic: the work-queue stream's fill. */
-  buffer?: { messages: number; bytes: number; maxMessages: number; maxBytes: number };
+  buffer?: {
+    /** Messages in the work-queue stream. */
+    messages: number;
+    /** Bytes in the work-queue stream. */
+    bytes: number;
+    /** The group's max buffered messages (0: no limit). */
+    maxMessages: number;
+    /** The group's max buffered bytes (0: no limit). */
+    maxBytes: number;
+  };
   /** Elastic: how many source messages the work-queue stream has not sourced yet. */
   sourceLag?: number;
+  /** Health findings: what looks wrong, in plain language. */
   findings: HealthFinding[];
+  /** When it was described, ISO-8601. */
   at: string;
 }
 

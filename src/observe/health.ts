@@ -4,21 +4,60 @@
 
 /** One thing worth an operator's attention, in plain language. */
 export interface HealthFinding {
+  /** What kind of problem it is: a stable code. */
   code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP";
+  /** How bad it is: `error` means messages are not consumed. */
   severity: "warning" | "error" | "info";
+  /** The member concerned, if one is. */
   member?: string;
+  /** The partition concerned, if one is. */
   partition?: number;
+  /** What is wrong, in plain language. */
   message: string;
 }
 
 /** What the findings are computed from. */
 export interface HealthInput {
+  /** The time of the description, in ms since the epoch. */
   now: number;
+  /** A partition with pending messages and no delivery for this long is stalled. */
   stallAfterMs: number;
-  members: { member: string; partitions: number[]; overCap: boolean; active: boolean }[];
-  partitions: { partition: number; owner: string | undefined; pending: number | undefined; lastActivity: string | undefined }[];
-  buffer?: { messages: number; bytes: number; maxMessages: number; maxBytes: number };
+  /** The members of the membership. */
+  members: {
+    /** The member's name. */
+    member: string;
+    /** The partitions it owns. */
+    partitions: number[];
+    /** Beyond the partition count: idle. */
+    overCap: boolean;
+    /** Some instance of it is pulling. */
+    active: boolean;
+  }[];
+  /** Every partition. */
+  partitions: {
+    /** The partition number. */
+    partition: number;
+    /** The member that owns it, if any. */
+    owner: string | undefined;
+    /** Messages not yet delivered, when known. */
+    pending: number | undefined;
+    /** The owner's last delivery, ISO-8601, if any. */
+    lastActivity: string | undefined;
+  }[];
+  /** Elastic: the work-queue stream's fill. */
+  buffer?: {
+    /** Messages in the work-queue stream. */
+    messages: number;
+    /** Bytes in the work-queue stream. */
+    bytes: number;
+    /** The group's max buffered messages (0: no limit). */
+    maxMessages: number;
+    /** The group's max buffered bytes (0: no limit). */
+    maxBytes: number;
+  };
+  /** Elastic: source messages not yet sourced into the work-queue stream. */
   sourceLag?: number;
+  /** The source lag of the previous description, to tell whether it grows. */
   previousSourceLag?: number;
 }
 
