@@ -7,7 +7,7 @@
 //   node scripts/install-tools.mjs server     # only nats-server
 //   node scripts/install-tools.mjs go-driver  # only the interop tests' Go driver (go build)
 //   node scripts/install-tools.mjs server-2.10 server-2.11  # old servers for old-server.test.ts only
-//   node scripts/install-tools.mjs node-22 node-24  # Node.js builds for the CI matrix (only when named)
+//   node scripts/install-tools.mjs node-20 node-22 node-24  # Node.js builds for the CI matrix (only when named)
 //
 // NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
 import { execFileSync, spawnSync } from "node:child_process";
@@ -64,6 +64,7 @@ const tools = {
   // Node.js lines for the CI matrix, from the npm registry's official builds
   // (node-<platform>-<arch>). Installed only when named: `npm test` runs on the node
   // that runs it.
+  "node-20": nodeLine("20", versions.node20),
   "node-22": nodeLine("22", versions.node22),
   "node-24": nodeLine("24", versions.node24),
 };
