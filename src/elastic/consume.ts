@@ -66,13 +66,14 @@ function elasticDriver(stream: string, group: string, member: string, template: 
         return await add(jsm, config);
       } catch (err) {
         // 10148: it exists with other filters (a stale membership). Unless another instance of this
-        // member runs in another concurrency mode, it is replaced as Go does, but only once nobody is
-        // pinned to it: a pinned instance may still be draining it, and deletes it itself when done.
+        // member runs in another concurrency mode, it is replaced as Go does, but only once it is
+        // abandoned: a pinned instance may still be draining it, and deletes it itself when done.
         if (apiErrorCode(err) !== ApiCode.ConsumerAlreadyExists) throw err;
         const modes = await describeModeConflict(jsm, wq, consumerName, config);
         if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`, { cause: err });
         const existing = await jsm.consumers.info(wq, consumerName).catch(() => undefined);
-        if (existing && currentPin(existing)) return "busy";
+        // Someone pinned to it or still pulling from it is alive: it is theirs to drain and delete.
+        if (existing && (currentPin(existing) || existing.num_waiting > 0)) return "busy";
         try {
           await jsm.consumers.delete(wq, consumerName);
         } catch (deleteErr) {

@@ -192,9 +192,9 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
       ? {
           deadLetter: {
             subject,
-            async publish(to, payload, headers) {
+            async publish(to, payload, headers, msgId) {
               try {
-                await js.publish(to, payload, { headers });
+                await js.publish(to, payload, { headers, msgID: msgId });
               } catch (err) {
                 throw wrapServerError(err, `publishing a dead letter to "${to}"`, "a stream must store the dead-letter subject");
               }

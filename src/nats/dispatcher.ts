@@ -22,8 +22,12 @@ export type ConcurrencyMode = "serial" | "partition" | "key";
 export interface DeadLetter {
   /** The dead-letter subject. */
   subject: string;
-  /** Stores the dead letter (resolves once it is stored). */
-  publish(subject: string, payload: Uint8Array, headers: MsgHdrs): Promise<void>;
+  /**
+   * Stores the dead letter (resolves once it is stored). `msgId` names the origin
+   * message, so a dead letter published again after a crash is dropped by the
+   * stream's duplicate window instead of stored twice.
+   */
+  publish(subject: string, payload: Uint8Array, headers: MsgHdrs, msgId: string): Promise<void>;
 }
 
 /** What to do when a handler throws. */
@@ -155,6 +159,17 @@ export class Dispatcher {
   private drained = false;
   /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
   private holdTimer: NodeJS.Timeout | undefined;
+  /** True from a pin takeover until the consumer's state was checked: nothing starts. */
+  private takingOver = false;
+  /**
+   * After a takeover, while messages delivered to the previous owner are still unacked:
+   * only messages at or below this stream sequence (their redeliveries) may start.
+   */
+  private barrierSeq: number | undefined;
+  /** Lanes whose next message waits behind the barrier. */
+  private barred: Lane[] = [];
+  /** True after the pin was lost: failures go back to the server instead of being retried here. */
+  private yielding = false;
   /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
   ackPendingLimit = Number.POSITIVE_INFINITY;
   /** Called when a message left the dispatcher (room in the local buffer). */
@@ -192,6 +207,7 @@ export class Dispatcher {
       return;
     }
     const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal);
+    this.yielding = false; // a delivery means this instance holds the pin (again)
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
     if (done === "term") return m.term();
@@ -242,13 +258,57 @@ export class Dispatcher {
   }
 
   /**
+   * This instance just took the pin over: nothing starts until {@link endTakeover}
+   * says which messages may (the consumer's state is being read).
+   */
+  beginTakeover(): void {
+    if (this.stopping) return;
+    this.takingOver = true;
+  }
+
+  /**
+   * The consumer's state is known. With `barrierSeq`, messages delivered to the
+   * previous owner and not acked are still to come back: only messages at or below it
+   * start until {@link liftBarrier}, so no key's later message runs before them.
+   */
+  endTakeover(barrierSeq: number | undefined): void {
+    this.takingOver = false;
+    this.barrierSeq = barrierSeq;
+    if (barrierSeq === undefined) this.liftBarrier();
+    else this.pump();
+  }
+
+  /** Everything the previous owner held is settled or here: all messages may start. */
+  liftBarrier(): void {
+    this.takingOver = false;
+    this.barrierSeq = undefined;
+    for (const lane of this.barred.splice(0)) this.schedule(lane);
+    this.pump();
+  }
+
+  /** Messages held here that the server counts as pending acknowledgement. */
+  get unacked(): number {
+    return this.size;
+  }
+
+  /**
    * The instance lost its pin: nothing more may start here. Gives back (nak, in stream
    * order) every message that has not started, so the newly pinned instance gets them
    * at once; the ones in progress finish (or go back on their next failure).
    */
   giveBackQueued(): void {
+    this.yielding = true;
     const back: LaneMessage[] = [];
-    for (const lane of this.lanes.values()) {
+    for (const lane of [...this.lanes.values()]) {
+      // A message waiting for its next attempt goes back too: the new owner handles it, in order.
+      const head = lane.head;
+      if (head?.retryTimer !== undefined) {
+        clearTimeout(head.retryTimer);
+        head.retryTimer = undefined;
+        back.push(head);
+        lane.head = undefined;
+        this.heads -= 1;
+      }
       back.push(...lane.queue.splice(0));
       lane.queued.clear();
       clearTimeout(lane.awaiting?.timer);
@@ -258,8 +318,11 @@ export class Dispatcher {
     }
     this.queuedCount = 0;
     this.ready.length = 0;
+    this.retries.length = 0;
+    this.barred.length = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
+    if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
     if (back.length > 0) this.onRoom?.();
   }
 
@@ -293,7 +356,7 @@ export class Dispatcher {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      while (!this.stopping && !this.holdTimer && this.executing < this.policy.maxInFlight) {
+      while (!this.stopping && !this.holdTimer && !this.takingOver && this.executing < this.policy.maxInFlight) {
         const retry = this.retries.shift();
         if (retry) {
           const msg = retry.head;
@@ -305,6 +368,10 @@ export class Dispatcher {
         lane.ready = false;
         const msg = lane.queue[0];
         if (lane.head || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+        if (this.barrierSeq !== undefined && msg.seq > this.barrierSeq) {
+          this.barred.push(lane);
+          continue;
+        }
         lane.queue.shift();
         lane.queued.delete(msg.seq);
         this.queuedCount -= 1;
@@ -456,8 +523,8 @@ export class Dispatcher {
     this.events.onHandlerError(error, msg, attempt);
     if (msg.settlement !== undefined) return this.complete(lane, msg); // the handler settled it before throwing
     const retry = this.policy.retry;
-    if (!retry || this.stopping) {
-      msg.nak(this.stopping ? undefined : this.policy.nakDelayMs?.(msg.info.deliveryCount));
+    if (!retry || this.stopping || this.yielding) {
+      msg.nak(this.stopping || this.yielding ? undefined : this.policy.nakDelayMs?.(msg.info.deliveryCount));
       return this.complete(lane, msg);
     }
     msg.lastError = error;
@@ -488,7 +555,7 @@ export class Dispatcher {
     msg.retryTimer = setTimeout(() => {
       msg.retryTimer = undefined;
       if (lane.head !== msg) return;
-      if (this.stopping) {
+      if (this.stopping || this.yielding) {
         msg.nak();
         return this.complete(lane, msg);
       }
@@ -510,7 +577,7 @@ export class Dispatcher {
     h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
     h.set(DeadLetterHeaders.Subject, msg.subject);
     h.set(DeadLetterHeaders.Error, (error instanceof Error ? error.message : String(error)).replace(/[\r\n]+/g, " ").slice(0, 1024));
-    await target.publish(target.subject, msg.data, h);
+    await target.publish(target.subject, msg.data, h, `pcg-dead-letter:${source?.[0] ?? msg.info.stream}:${source?.[1] ?? String(msg.seq)}`);
     msg.term(`dead-lettered to ${target.subject}`);
     this.events.onDeadLettered(msg, error, target.subject);
   }
@@ -542,6 +609,7 @@ export class Dispatcher {
     clearTimeout(this.holdTimer);
     this.holdTimer = undefined;
     this.ready.length = 0;
+    this.barred.length = 0;
     // Heads waiting for a retry go back now: nothing runs them any more.
     for (const lane of [...this.lanes.values()]) {
       const head = lane.head;

@@ -61,6 +61,7 @@ export class MemberController<C> implements ConsumerGroupMember {
   private resolveDone!: (e: Error | undefined) => void;
   private queue: Promise<void> = Promise.resolve();
   private stopRequested: Promise<void> | undefined;
+  private stopAsked = false;
   private retryTimer: NodeJS.Timeout | undefined;
   private joinAttempts = 0;
   /** Partitions whose onAssigned ran and whose onRevoked has not yet. */
@@ -90,6 +91,11 @@ export class MemberController<C> implements ConsumerGroupMember {
   /** Messages whose handler runs now. */
   get inFlight(): number {
     return this.state.name === "consuming" || this.state.name === "draining" ? this.state.session.inFlight : 0;
+  }
+
+  /** Messages this instance holds now, buffered plus in progress (diagnostics and tests). */
+  get held(): number {
+    return this.state.name === "consuming" || this.state.name === "draining" ? this.state.session.held : 0;
   }
 
   /** The partitions this instance consumes now. */
@@ -126,6 +132,8 @@ export class MemberController<C> implements ConsumerGroupMember {
   }
 
   stop(): Promise<void> {
+    // A join in progress sees this and starts nothing more; the stop itself waits its turn.
+    this.stopAsked = true;
     this.stopRequested ??= this.serial(() => this.shutdown({ kind: "requested" }, { unpin: true, cleanup: false }));
     return this.stopRequested;
   }
@@ -136,7 +144,8 @@ export class MemberController<C> implements ConsumerGroupMember {
 
   /** Publishes a status event (also used by the adapter for what it watches itself). */
   publish(event: MemberStatus): void {
-    if (this.state.name !== "stopped") this.channel.publish(event);
+    // Until the channel closes: a stop reports what its own clean-up ran into (an unpin refused, say).
+    this.channel.publish(event);
   }
 
   /** Reports an error on status (when given) and to onError. */
@@ -311,7 +320,7 @@ export class MemberController<C> implements ConsumerGroupMember {
       if (failFast) throw err;
       return this.retryJoin(this.timing.rejoinTickMs, asGroupError(err, `creating the consumer of member "${this.member}"`));
     }
-    if (this.stopped) return;
+    if (this.stopped || this.stopAsked) return;
     if (ready === "busy") {
       // Another owner still holds the consumer or some of our partitions until it has drained and
       // released them: retry every ~100 ms for a few seconds, then back off to Go's tick.
@@ -322,10 +331,11 @@ export class MemberController<C> implements ConsumerGroupMember {
     const gained = partitions.filter((p) => !this.assigned.includes(p));
     this.assigned = [...this.assigned.filter((p) => partitions.includes(p)), ...gained];
     if (gained.length > 0) await this.callback("onAssigned", gained);
-    if (this.stopped) return;
+    if (this.stopped || this.stopAsked) return;
+    const holder: { session?: ConsumeSession } = {};
     let session: ConsumeSession;
     try {
-      session = await this.port.startConsume(this.sessionEvents());
+      session = await this.port.startConsume(this.sessionEvents(holder));
     } catch (err) {
       const error = asGroupError(err, `starting to consume from "${this.port.consumerName}"`);
       if (failFast || error.code === "CLIENT_UNSUPPORTED") throw error;
@@ -336,6 +346,7 @@ export class MemberController<C> implements ConsumerGroupMember {
       await session.stop(0);
       return;
     }
+    holder.session = session;
     this.joinAttempts = 0;
     this.state = { name: "consuming", session };
     this.publish({ type: "joined", partitions });
@@ -351,7 +362,7 @@ export class MemberController<C> implements ConsumerGroupMember {
   }
 
   /** What a consume reports, turned into status events, metrics and callbacks. */
-  private sessionEvents(): PinnedConsumerEvents {
+  private sessionEvents(holder: { session?: ConsumeSession }): PinnedConsumerEvents {
     const events: PinnedConsumerEvents = {
       onHandlerError: (error, msg, attempt) => {
         this.metrics.failed(msg.partition);
@@ -382,7 +393,7 @@ export class MemberController<C> implements ConsumerGroupMember {
         this.publish({ type: "unpinned" });
         void this.callback("onUnpinned");
       },
-      onEnded: (reason) => void this.serial(() => this.onConsumerLost(reason)),
+      onEnded: (reason) => void this.serial(() => this.onConsumerLost(holder.session, reason)),
     };
     return events;
   }
@@ -393,8 +404,9 @@ export class MemberController<C> implements ConsumerGroupMember {
    * the group's position with it; recreating it would replay the stream, so the
    * instance stops with `CONSUMER_LOST` instead.
    */
-  private async onConsumerLost(reason: string): Promise<void> {
-    if (this.state.name !== "consuming") return;
+  private async onConsumerLost(ended: ConsumeSession | undefined, reason: string): Promise<void> {
+    // Only the session in use: one that ended during a drain or before a rejoin is already done with.
+    if (this.state.name !== "consuming" || this.state.session !== ended) return;
     const session = this.state.session;
     this.state = { name: "draining", session, next: "rejoin" };
     await session.stop(this.settings.drainTimeoutMs);

@@ -13,6 +13,8 @@ export interface ConsumeSession {
   readonly pinId: string | undefined;
   /** Messages whose handler runs now. */
   readonly inFlight: number;
+  /** Messages held now: buffered plus in progress. */
+  readonly held: number;
   /**
    * Stops pulling and drains (see `PinnedConsumer.stop`).
    *

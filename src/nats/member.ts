@@ -60,6 +60,9 @@ class PinnedSession implements ConsumeSession {
   get inFlight(): number {
     return this.runner.inFlight;
   }
+  get held(): number {
+    return this.runner.buffered;
+  }
   stop(timeoutMs: number): Promise<boolean> {
     return this.runner.stop(timeoutMs);
   }

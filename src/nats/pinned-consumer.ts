@@ -152,12 +152,46 @@ export class PinnedConsumer {
 
   private take(m: JsMsg): void {
     const pin = m.headers?.get("Nats-Pin-Id");
-    // Taking the pin over with a redelivery: let the server deliver all of them before starting any.
-    if (pin && pin !== this.lastPinId && m.info.deliveryCount > 1) this.dispatcher.holdForRedeliveries(REDELIVERY_HOLD_MS);
+    if (pin && pin !== this.lastPinId) {
+      // Taking the pin over with a redelivery: let the server deliver all of them before starting any.
+      if (m.info.deliveryCount > 1) this.dispatcher.holdForRedeliveries(REDELIVERY_HOLD_MS);
+      // And start nothing before knowing whether the previous owner left messages unacked.
+      this.dispatcher.beginTakeover();
+      void this.checkTakeover();
+    }
     if (pin) this.lastPinId = pin;
     this.lastReply = replySubject(m) ?? this.lastReply;
     this.dispatcher.push(m);
     if (!this.gateShut && this.dispatcher.size >= this.settings.localBufferCap) this.gateShut = true;
+  }
+
+  /**
+   * After a takeover: messages the previous owner received and did not ack (it crashed,
+   * or lost its pin) are redelivered only when their AckWait runs out, while fresh ones
+   * keep coming. Until the consumer's unacked count is down to what this instance holds,
+   * only messages up to the consumer's delivered sequence at takeover (those
+   * redeliveries) may start, so a key's later message never overtakes them. A planned
+   * handoff leaves nothing unacked: one info request and the barrier is gone.
+   */
+  private async checkTakeover(): Promise<void> {
+    const deadline = performance.now() + 2 * this.settings.pinnedTtlMs + 1000;
+    let first = true;
+    try {
+      while (!this.stopping) {
+        const info = await this.handle?.info(false);
+        if (!info) break;
+        const elsewhere = info.num_ack_pending - this.dispatcher.unacked;
+        if (first) {
+          this.dispatcher.endTakeover(elsewhere > 0 ? info.delivered.stream_seq : undefined);
+          first = false;
+        }
+        if (elsewhere <= 0 || performance.now() > deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(250, this.settings.pinnedTtlMs / 4)));
+      }
+    } catch {
+      // no consumer info (gone, or no permission): nothing better to go by than the hold
+    }
+    this.dispatcher.liftBarrier();
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
@@ -170,13 +204,14 @@ export class PinnedConsumer {
   }
 
   /**
-   * While no regular pull goes out (the gate is shut, or the instance drains), a pull
-   * carrying the pin id resets the server's pin timer. It asks for one message of at
-   * most one byte without waiting, so it can deliver nothing, and its answer goes to
-   * an inbox nobody listens on.
+   * Three times per PinnedTTL, a pull carrying the pin id resets the server's pin timer:
+   * regular pulls may not go out in time (the gate is shut, the instance drains, or a
+   * pull's expiry is as long as the TTL, as with Go's timings at AckWait <= 2 s), and a
+   * pin that lapses under a live instance lets a standby take the consumer over. It asks
+   * for one message of at most one byte without waiting, so it can deliver nothing, and
+   * its answer goes to an inbox nobody listens on.
    */
   private keepPin(): void {
-    if (!this.gateShut && !this.stopping) return;
     const id = this.messages ? consumePinId(this.messages) || this.lastPinId : this.lastPinId;
     if (!id || this.nc.isClosed()) return;
     const request = { batch: 1, max_bytes: 1, no_wait: true, group: PRIORITY_GROUP, id };

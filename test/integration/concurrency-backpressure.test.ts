@@ -10,9 +10,9 @@ import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js"
 import { createLoadGroup, nanos } from "../helpers/load-scenario.js";
 import { LoadTracker, Published, keyNames, prng, publishKeyed, sleep } from "../helpers/load-harness.js";
 
-/** What the instance holds right now (buffered plus in flight), read from its runner: test instrumentation only. */
+/** What the instance holds right now (buffered plus in flight), read from its controller: test instrumentation only. */
 function held(member: ConsumerGroupMember): number | undefined {
-  return (member as unknown as { runner?: { buffered?: number } }).runner?.buffered;
+  return (member as unknown as { held?: number }).held;
 }
 
 describe("concurrency - back-pressure", () => {

@@ -1,0 +1,68 @@
+/**
+ * The one seam into nats.js internals (src/nats/client-seam.ts), checked on the
+ * installed nats.js against a real server: every private field and method the
+ * handoff and the local cap rely on is there with the shape the seam expects, the
+ * pull gate really bounds what is pulled, and server errors are recognised by shape.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { JetStreamApiError, jetstream, type ConsumerMessages } from "@nats-io/jetstream";
+import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, consumePinId, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
+import { ApiCode, apiErrorCode } from "../../src/nats/server-errors.js";
+import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+
+describe("client seam - the installed nats.js", () => {
+  let env: TestEnv;
+  before(async () => {
+    env = await startEnv();
+  });
+  after(async () => {
+    await env.close();
+  });
+
+  test("client seam - the client shapes: connection, API prefix (also with a domain)", () => {
+    assert.doesNotThrow(() => checkClientShapes(env.js));
+    assert.equal(connectionOf(env.js), env.nc);
+    assert.equal(apiPrefix(env.js), "$JS.API");
+    assert.equal(apiPrefix(jetstream(env.nc, { domain: "hub" })), "$JS.hub.API");
+  });
+
+  test("client seam - a client without a connection is refused with CLIENT_UNSUPPORTED", () => {
+    assert.throws(() => checkClientShapes({} as never), (e: unknown) => (e as { code?: string }).code === "CLIENT_UNSUPPORTED" && /~3\.4\.0/.test(String((e as Error).message)));
+  });
+
+  test("client seam - a pinned consume has its subscription, pull function and pin id, and the gate bounds the pulls", async () => {
+    const stream = uniqueName("seam");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+    await env.jsm.consumers.add(stream, { durable_name: "c", ack_policy: "explicit", priority_groups: ["PCG"], priority_policy: "pinned_client", priority_timeout: 5_000_000_000 });
+    for (let i = 0; i < 50; i++) await env.js.publish(`${stream}.x`, String(i));
+    const consumer = await env.js.consumers.get(stream, "c");
+    const got: number[] = [];
+    const messages: ConsumerMessages = await consumer.consume({ group: "PCG", max_messages: 10, expires: 1000, callback: (m) => void got.push(m.seq) });
+    assert.doesNotThrow(() => checkConsumeShape(messages));
+    assert.ok(consumeSubscription(messages), "the consume's subscription");
+    let open = 0;
+    const gate = gatePulls(messages, () => open);
+    await waitFor(() => got.length >= 10, 5000, "the first pull's 10 messages");
+    assert.ok(consumePinId(messages).length > 0, "the pin id the consume sends");
+    const before = got.length;
+    // The first pull went out before the gate: it delivers at most its batch, then nothing more until the gate opens.
+    await new Promise((r) => setTimeout(r, 1500)); // longer than a pull's expiry: a re-pull would have come by now
+    assert.equal(got.length, before, `no pull past the gate (got ${got.length})`);
+    assert.equal(before, 10);
+    open = 5;
+    gate.resume();
+    await waitFor(() => got.length >= before + 5, 5000, "5 more once the gate lets 5 through");
+    await messages.close();
+  });
+
+  test("client seam - server errors are recognised by shape, not instanceof", async () => {
+    const err = await env.jsm.consumers.info("nope", "nope").catch((e: unknown) => e);
+    assert.ok(err instanceof JetStreamApiError);
+    assert.equal(apiErrorCode(err), ApiCode.StreamNotFound);
+    // A copy from another nats.js install: same shape, another class.
+    const foreign = { name: "JetStreamApiError", code: 10014, apiError: () => ({ err_code: 10014 }) };
+    assert.equal(apiErrorCode(foreign), ApiCode.ConsumerNotFound);
+    assert.equal(apiErrorCode(new Error("plain")), undefined);
+  });
+});

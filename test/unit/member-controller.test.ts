@@ -1,0 +1,466 @@
+/**
+ * The member lifecycle without a server: a fake {@link MemberPort} records every
+ * call, and `node:test` mock timers drive the retries and head starts, so the hard
+ * interleavings (stop during a join, during a drain, a config deleted or a consumer
+ * lost during a drain, a watch that fails) are cheap and deterministic.
+ */
+import { afterEach, beforeEach, describe, mock, test } from "node:test";
+import assert from "node:assert/strict";
+import { ConsumerGroupError } from "../../src/core/errors.js";
+import type { ConfigEvent, StoredConfig } from "../../src/nats/config-store.js";
+import { MemberController } from "../../src/nats/member-controller.js";
+import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort } from "../../src/nats/member-port.js";
+import type { MemberSettings, MemberStatus } from "../../src/nats/member-types.js";
+import type { MemberMetrics } from "../../src/nats/metrics.js";
+import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
+
+/** A config is just the member's partitions; `bad` makes it unusable. */
+interface Cfg {
+  partitions: number[];
+  bad?: boolean;
+}
+
+/** Lets pending promise callbacks run (setImmediate is not mocked). */
+const flush = async (rounds = 5): Promise<void> => {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+};
+
+/** A promise resolved by hand. */
+function gate<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+class FakeSession implements ConsumeSession {
+  pinId: string | undefined = "pin-1";
+  inFlight = 0;
+  held = 0;
+  stops: number[] = [];
+  /** Resolves the drain; until then stop() waits (a handler in flight). */
+  drain = gate<boolean>();
+  constructor(
+    readonly events: PinnedConsumerEvents,
+    autoDrain: boolean,
+  ) {
+    if (autoDrain) this.drain.resolve(true);
+  }
+  stop(timeoutMs: number): Promise<boolean> {
+    this.stops.push(timeoutMs);
+    return this.drain.promise;
+  }
+}
+
+class FakeWatch implements ConfigWatch<Cfg> {
+  private queue: (ConfigEvent<Cfg> | Error)[] = [];
+  private wake: (() => void) | undefined;
+  stopped = false;
+  readonly events: AsyncIterable<ConfigEvent<Cfg>>;
+  constructor() {
+    const self = this;
+    this.events = (async function* () {
+      for (;;) {
+        const next = self.queue.shift();
+        if (next instanceof Error) throw next;
+        if (next) {
+          yield next;
+          continue;
+        }
+        if (self.stopped) return;
+        await new Promise<void>((resolve) => (self.wake = resolve));
+      }
+    })();
+  }
+  push(e: ConfigEvent<Cfg> | Error): void {
+    this.queue.push(e);
+    this.wake?.();
+  }
+  stop(): void {
+    this.stopped = true;
+    this.wake?.();
+  }
+}
+
+class FakePort implements MemberPort<Cfg> {
+  readonly consumerName = "m1";
+  stopWhenConsumerLost = false;
+  calls: string[] = [];
+  ensureResults: (EnsureResult | Error)[] = [];
+  ensureGate: Promise<void> | undefined;
+  startError: Error | undefined;
+  autoDrain = true;
+  pinned = true;
+  gone = true;
+  closedConnection = false;
+  stored: StoredConfig<Cfg> | Error = { config: { partitions: [0, 1] }, revision: 1 };
+  sessions: FakeSession[] = [];
+  watches: FakeWatch[] = [];
+  watchErrors: Error[] = [];
+
+  partitions(config: Cfg): number[] {
+    return config.partitions;
+  }
+  wantsConsumer(config: Cfg): boolean {
+    return config.partitions.length > 0;
+  }
+  classify(current: Cfg, next: Cfg): "same" | "membership" | ConsumerGroupError {
+    if (next.bad) return new ConsumerGroupError("CONFIG_IMMUTABLE", "bad change");
+    return JSON.stringify(current) === JSON.stringify(next) ? "same" : "membership";
+  }
+  async ensureConsumer(): Promise<EnsureResult> {
+    this.calls.push("ensure");
+    await this.ensureGate;
+    const next = this.ensureResults.shift() ?? "ready";
+    if (next instanceof Error) throw next;
+    return next;
+  }
+  async startConsume(events: PinnedConsumerEvents): Promise<ConsumeSession> {
+    this.calls.push("start");
+    if (this.startError) throw this.startError;
+    const session = new FakeSession(events, this.autoDrain);
+    this.sessions.push(session);
+    return Promise.resolve(session);
+  }
+  isPinned(): Promise<boolean> {
+    return Promise.resolve(this.pinned);
+  }
+  deleteJoinedConsumer(): Promise<void> {
+    this.calls.push("delete");
+    return Promise.resolve();
+  }
+  unpin(): Promise<void> {
+    this.calls.push("unpin");
+    return Promise.resolve();
+  }
+  consumerGone(): Promise<boolean> {
+    return Promise.resolve(this.gone);
+  }
+  readConfig(): Promise<StoredConfig<Cfg>> {
+    this.calls.push("read");
+    return this.stored instanceof Error ? Promise.reject(this.stored) : Promise.resolve(this.stored);
+  }
+  openWatch(): Promise<ConfigWatch<Cfg>> {
+    this.calls.push("watch");
+    const error = this.watchErrors.shift();
+    if (error) return Promise.reject(error);
+    const w = new FakeWatch();
+    this.watches.push(w);
+    return Promise.resolve(w);
+  }
+  cleanup(): Promise<void> {
+    this.calls.push("cleanup");
+    return Promise.resolve();
+  }
+  connectionClosed(): boolean {
+    return this.closedConnection;
+  }
+  close(): void {
+    this.calls.push("close");
+  }
+}
+
+const NOOP_METRICS: MemberMetrics = {
+  handled: () => undefined,
+  failed: () => undefined,
+  redelivered: () => undefined,
+  deadLettered: () => undefined,
+  pinChanged: () => undefined,
+  rebalanced: () => undefined,
+  close: () => undefined,
+};
+
+interface Harness {
+  port: FakePort;
+  controller: MemberController<Cfg>;
+  events: MemberStatus[];
+  log: string[];
+  settings: MemberSettings;
+}
+
+function harness(partitions: number[], overrides: Partial<MemberSettings> = {}, onAssigned?: (p: number[]) => Promise<void>): Harness {
+  const port = new FakePort();
+  const log: string[] = [];
+  const settings: MemberSettings = {
+    handler: () => undefined,
+    ackWaitMs: 2000,
+    drainTimeoutMs: 10_000,
+    handoff: true,
+    pullBatch: 100,
+    localBufferCap: 256,
+    dispatch: { mode: "serial", maxInFlight: 1, keyOf: () => "", workingIntervalMs: 1000 },
+    lifecycle: {
+      onAssigned: async (p) => {
+        log.push(`assigned:${p.join(",")}`);
+        await onAssigned?.(p);
+      },
+      onRevoked: (p) => void log.push(`revoked:${p.join(",")}`),
+    },
+    ...overrides,
+  };
+  const controller = new MemberController<Cfg>(port, "s", "g", "m1", { config: { partitions }, revision: 1 }, settings, { rejoinTickMs: 2500, pullExpiryMs: 1000 }, NOOP_METRICS);
+  const events: MemberStatus[] = [];
+  void (async () => {
+    for await (const e of controller.status()) events.push(e);
+  })();
+  return { port, controller, events, log, settings };
+}
+
+/** Every onAssigned partition set was revoked by the end. */
+function assertBalanced(log: string[]): void {
+  const held = new Set<number>();
+  for (const entry of log) {
+    const [what, list] = entry.split(":");
+    for (const p of (list ?? "").split(",").filter((x) => x !== "").map(Number)) {
+      if (what === "assigned") {
+        assert.ok(!held.has(p), `partition ${p} assigned twice without a revoke (${log.join(" ")})`);
+        held.add(p);
+      } else if (what === "revoked") {
+        assert.ok(held.has(p), `partition ${p} revoked without being assigned (${log.join(" ")})`);
+        held.delete(p);
+      }
+    }
+  }
+  assert.deepEqual([...held], [], `every onAssigned is matched by onRevoked (${log.join(" ")})`);
+}
+
+const put = (partitions: number[], revision: number, bad = false): ConfigEvent<Cfg> => ({ kind: "put", config: bad ? { partitions, bad } : { partitions }, revision });
+
+describe("member controller - lifecycle without a server", () => {
+  beforeEach(() => mock.timers.enable({ apis: ["setTimeout"] }));
+  afterEach(() => mock.timers.reset());
+
+  test("controller - onAssigned is awaited before the consume starts", async () => {
+    const slow = gate();
+    const h = harness([0, 1], {}, () => slow.promise);
+    const started = h.controller.start(false);
+    await flush();
+    assert.deepEqual(h.port.calls, ["watch", "ensure"], "the consume has not started while onAssigned runs");
+    slow.resolve();
+    await started;
+    assert.deepEqual(h.port.calls, ["watch", "ensure", "start"]);
+    assert.equal(h.controller.currentState.name, "consuming");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a pinned instance drains, revokes what it lost, deletes the consumer it joined, then rejoins", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.autoDrain = false;
+    const first = h.port.sessions[0];
+    assert.ok(first);
+    first.drain = gate<boolean>(); // a handler in flight
+    h.port.watches[0]?.push(put([1, 2], 2));
+    await flush();
+    assert.equal(h.controller.currentState.name, "draining");
+    assert.deepEqual(first.stops, [10_000], "the drain gets the drain timeout");
+    assert.ok(!h.port.calls.includes("delete"), "nothing is deleted while the handler runs");
+    first.drain.resolve(true);
+    h.port.autoDrain = true;
+    await flush();
+    assert.deepEqual(h.port.calls.slice(-3), ["delete", "ensure", "start"]);
+    assert.deepEqual(h.log, ["assigned:0,1", "revoked:0", "assigned:2"]);
+    const changed = h.events.find((e) => e.type === "partitions_changed");
+    assert.deepEqual(changed, { type: "partitions_changed", partitions: [1, 2], assigned: [2], revoked: [0] });
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a standby never deletes the consumer: it gives the pinned one a head start, then waits while it is busy", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.pinned = false;
+    h.port.ensureResults = ["busy", "busy", "ready"];
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    assert.ok(!h.port.calls.includes("delete"));
+    assert.equal(h.port.calls.filter((c) => c === "ensure").length, 1, "waits its head start first");
+    mock.timers.tick(500);
+    await flush();
+    assert.equal(h.port.calls.filter((c) => c === "ensure").length, 2);
+    assert.equal(h.controller.currentState.name, "rejoining");
+    mock.timers.tick(150);
+    await flush();
+    mock.timers.tick(150);
+    await flush();
+    assert.equal(h.controller.currentState.name, "consuming");
+    assert.ok(!h.port.calls.includes("delete"), "a standby deleted nothing");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - stop while a join is retried revokes what was assigned, and starts nothing", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.startError = new Error("boom");
+    h.port.sessions[0]?.events.onEnded("the consumer was deleted");
+    await flush();
+    assert.equal(h.controller.currentState.name, "rejoining");
+    assert.ok(h.events.some((e) => e.type === "consumer_lost"));
+    mock.timers.tick(300);
+    await flush();
+    assert.equal(h.controller.currentState.name, "rejoining", "the restart failed and is retried");
+    await h.controller.stop();
+    assert.equal(h.controller.currentState.name, "stopped");
+    mock.timers.tick(10_000);
+    await flush();
+    assert.equal(h.port.calls.filter((c) => c === "start").length, 2, "no join after stop");
+    assertBalanced(h.log);
+  });
+
+  test("controller - stop during a join: the consume that was starting is stopped and never reported joined", async () => {
+    const h = harness([0, 1]);
+    const ensure = gate();
+    h.port.ensureGate = ensure.promise;
+    const started = h.controller.start(false);
+    await flush();
+    const stopped = h.controller.stop();
+    ensure.resolve();
+    await started;
+    await stopped;
+    assert.equal(h.controller.currentState.name, "stopped");
+    assert.ok(!h.events.some((e) => e.type === "joined"));
+    assertBalanced(h.log);
+  });
+
+  test("controller - stop during a drain waits for the drain, then revokes everything and starts no new consume", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const first = h.port.sessions[0];
+    assert.ok(first);
+    first.drain = gate<boolean>();
+    h.port.autoDrain = false;
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    const stopped = h.controller.stop();
+    await flush();
+    assert.equal(h.controller.currentState.name, "draining", "stop waits its turn behind the drain");
+    first.drain.resolve(true);
+    await stopped;
+    assert.equal(h.controller.currentState.name, "stopped");
+    assert.equal(h.port.sessions.length, 1, "no consume started after the stop was asked for");
+    assert.deepEqual(h.port.calls.filter((c) => c === "delete" || c === "unpin"), ["delete"], "the drained consumer was deleted; no pin was left to give up");
+    assertBalanced(h.log);
+  });
+
+  test("controller - config deleted during a drain: the drain finishes, then the instance stops cleanly with cleanup", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const first = h.port.sessions[0];
+    assert.ok(first);
+    first.drain = gate<boolean>();
+    h.port.autoDrain = false;
+    h.port.watches[0]?.push(put([1], 2));
+    h.port.watches[0]?.push({ kind: "deleted", revision: 3 });
+    await flush();
+    first.drain.resolve(true);
+    await flush(10);
+    h.port.sessions[1]?.drain.resolve(true);
+    assert.equal(await h.controller.closed(), undefined);
+    assert.ok(h.port.calls.includes("cleanup"));
+    assertBalanced(h.log);
+  });
+
+  test("controller - consumer lost during a drain is ignored (the drain owns the session)", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const first = h.port.sessions[0];
+    assert.ok(first);
+    first.drain = gate<boolean>();
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    first.events.onEnded("the consumer was deleted");
+    first.drain.resolve(true);
+    await flush(10);
+    assert.equal(h.controller.currentState.name, "consuming");
+    assert.ok(!h.events.some((e) => e.type === "consumer_lost"));
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a static durable that is gone stops the instance with CONSUMER_LOST; gone with its config is a clean stop", async () => {
+    const lost = harness([0]);
+    lost.port.stopWhenConsumerLost = true;
+    await lost.controller.start(true);
+    lost.port.sessions[0]?.events.onEnded("the consumer was deleted");
+    const error = await lost.controller.closed();
+    assert.equal((error as ConsumerGroupError | undefined)?.code, "CONSUMER_LOST");
+    assert.equal(lost.port.calls.filter((c) => c === "start").length, 1, "never recreated");
+    assertBalanced(lost.log);
+
+    const deleted = harness([0]);
+    deleted.port.stopWhenConsumerLost = true;
+    deleted.port.stored = new ConsumerGroupError("GROUP_NOT_FOUND", "gone");
+    await deleted.controller.start(true);
+    deleted.port.sessions[0]?.events.onEnded("the consumer was deleted");
+    assert.equal(await deleted.controller.closed(), undefined);
+    assert.ok(deleted.port.calls.includes("cleanup"));
+  });
+
+  test("controller - a failing watch is re-opened with backoff while the member keeps consuming, and changes missed meanwhile apply", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.watchErrors = [new Error("no quorum")];
+    h.port.stored = { config: { partitions: [0, 1, 2] }, revision: 5 };
+    h.port.watches[0]?.push(new Error("watcher closed"));
+    await flush();
+    assert.deepEqual(
+      h.events.filter((e) => e.type === "watch_error").map((e) => (e.type === "watch_error" ? e.retryInMs : 0)),
+      [250],
+    );
+    assert.equal(h.controller.currentState.name, "consuming", "still consuming");
+    mock.timers.tick(250);
+    await flush();
+    assert.equal(h.events.filter((e) => e.type === "watch_error").length, 2, "the first re-open failed too");
+    mock.timers.tick(500);
+    await flush(10);
+    const restarted = h.events.find((e) => e.type === "watch_restarted");
+    assert.deepEqual(restarted, { type: "watch_restarted", revision: 5, attempts: 2 });
+    assert.deepEqual(h.controller.partitions(), [0, 1, 2], "the change made while the watch was down applied");
+    h.port.watches[1]?.push(put([2], 6));
+    await flush(10);
+    assert.deepEqual(h.controller.partitions(), [2], "later changes are followed");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - with the connection closed, a failed watch stops the member with WATCH_CLOSED", async () => {
+    const h = harness([0]);
+    await h.controller.start(false);
+    h.port.closedConnection = true;
+    h.port.watches[0]?.push(new Error("connection closed"));
+    const error = await h.controller.closed();
+    assert.equal((error as ConsumerGroupError | undefined)?.code, "WATCH_CLOSED");
+    assertBalanced(h.log);
+  });
+
+  test("controller - an unusable config change stops the member after its drain, with cleanup", async () => {
+    const h = harness([0]);
+    await h.controller.start(false);
+    h.port.watches[0]?.push(put([0], 2, true));
+    const error = await h.controller.closed();
+    assert.equal((error as ConsumerGroupError | undefined)?.code, "CONFIG_IMMUTABLE");
+    assert.ok(h.port.calls.includes("cleanup"));
+    assert.ok(!h.port.calls.includes("unpin"), "only a requested stop unpins");
+    assertBalanced(h.log);
+  });
+
+  test("controller - an unsupported client is thrown at start, even when joins are retried", async () => {
+    const h = harness([0]);
+    h.port.startError = new ConsumerGroupError("CLIENT_UNSUPPORTED", "old nats.js");
+    await assert.rejects(h.controller.start(false), (e: unknown) => (e as ConsumerGroupError).code === "CLIENT_UNSUPPORTED");
+    assert.equal(h.controller.currentState.name, "stopped");
+  });
+
+  test("controller - the status iterator is bounded: an unread one keeps 1,000 events and says how many it dropped", async () => {
+    const h = harness([0]);
+    await h.controller.start(false);
+    const unread = h.controller.status()[Symbol.asyncIterator]();
+    for (let i = 0; i < 1500; i++) h.controller.publish({ type: "config_changed", revision: i });
+    const first = await unread.next();
+    assert.deepEqual(first.value, { type: "events_dropped", count: 500 });
+    const second = await unread.next();
+    assert.deepEqual(second.value, { type: "config_changed", revision: 500 });
+    await h.controller.stop();
+  });
+});
