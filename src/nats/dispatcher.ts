@@ -166,6 +166,8 @@ export class Dispatcher {
    * only messages at or below this stream sequence (their redeliveries) may start.
    */
   private barrierSeq: number | undefined;
+  /** The lowest sequence delivered fresh (delivery count 1) since the takeover began. */
+  private firstFreshSeq = Number.POSITIVE_INFINITY;
   /** Lanes whose next message waits behind the barrier. */
   private barred: Lane[] = [];
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
@@ -208,6 +210,7 @@ export class Dispatcher {
     }
     const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal);
     this.yielding = false; // a delivery means this instance holds the pin (again)
+    if (msg.info.deliveryCount === 1 && msg.seq < this.firstFreshSeq) this.firstFreshSeq = msg.seq;
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
     if (done === "term") return m.term();
@@ -264,18 +267,21 @@ export class Dispatcher {
   beginTakeover(): void {
     if (this.stopping) return;
     this.takingOver = true;
+    this.firstFreshSeq = Number.POSITIVE_INFINITY;
   }
 
   /**
-   * The consumer's state is known. With `barrierSeq`, messages delivered to the
-   * previous owner and not acked are still to come back: only messages at or below it
-   * start until {@link liftBarrier}, so no key's later message runs before them.
+   * The consumer's state is known. With `deliveredSeq` (the consumer's delivered stream
+   * sequence), messages delivered to the previous owner and not acked are still to come
+   * back: they all lie below the first message delivered fresh to this instance since
+   * the takeover (and at or below `deliveredSeq`), and only messages there start until
+   * {@link liftBarrier}, so no key's later message runs before them.
    */
-  endTakeover(barrierSeq: number | undefined): void {
+  endTakeover(deliveredSeq: number | undefined): void {
     this.takingOver = false;
-    this.barrierSeq = barrierSeq;
-    if (barrierSeq === undefined) this.liftBarrier();
-    else this.pump();
+    if (deliveredSeq === undefined) return this.liftBarrier();
+    this.barrierSeq = Math.min(deliveredSeq, this.firstFreshSeq - 1);
+    this.pump();
   }
 
   /** Everything the previous owner held is settled or here: all messages may start. */
@@ -302,7 +308,7 @@ export class Dispatcher {
     for (const lane of [...this.lanes.values()]) {
       // A message waiting for its next attempt goes back too: the new owner handles it, in order.
       const head = lane.head;
-      if (head?.retryTimer !== undefined) {
+      if (head && this.waitingForRetry(lane, head)) {
         clearTimeout(head.retryTimer);
         head.retryTimer = undefined;
         back.push(head);
@@ -546,6 +552,11 @@ export class Dispatcher {
     this.backOff(lane, msg, retry.backoffMs(attempt));
   }
 
+  /** Whether a lane's head waits for its next attempt: backing off, or due and queued for a handler slot. */
+  private waitingForRetry(lane: Lane, head: LaneMessage): boolean {
+    return head.retryTimer !== undefined || this.retries.includes(lane);
+  }
+
   /** The lane's head tries again after `ms`; meanwhile its slot is free for other lanes. */
   private backOff(lane: Lane, msg: LaneMessage, ms: number): void {
     if (this.stopping) {
@@ -610,10 +621,10 @@ export class Dispatcher {
     this.holdTimer = undefined;
     this.ready.length = 0;
     this.barred.length = 0;
-    // Heads waiting for a retry go back now: nothing runs them any more.
+    // Heads waiting for a retry (backing off, or due and queued for a slot) go back now: nothing runs them any more.
     for (const lane of [...this.lanes.values()]) {
       const head = lane.head;
-      if (head?.retryTimer !== undefined) {
+      if (head && this.waitingForRetry(lane, head)) {
         head.nak();
         this.complete(lane, head);
       }

@@ -174,7 +174,8 @@ export class PinnedConsumer {
    * handoff leaves nothing unacked: one info request and the barrier is gone.
    */
   private async checkTakeover(): Promise<void> {
-    const deadline = performance.now() + 2 * this.settings.pinnedTtlMs + 1000;
+    // A previous owner still alive (a step-down) may run handlers for a while; the cap only guards against a miscount.
+    const deadline = performance.now() + Math.max(10 * this.settings.pinnedTtlMs, 30_000);
     let first = true;
     try {
       while (!this.stopping) {

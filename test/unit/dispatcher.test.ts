@@ -683,6 +683,55 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(third.calls, ["nak(1000)"]);
   });
 
+  test("dispatcher - takeover barrier: fresh messages wait while the previous owner's unacked ones are still to come back", async () => {
+    const { events, log } = recorder();
+    const d = new Dispatcher(() => undefined, policy({ mode: "key" }), events);
+    d.beginTakeover();
+    d.push(delivery(10, "a").js); // fresh, delivered to us while the consumer's state is read
+    d.push(delivery(11, "b").js);
+    assert.deepEqual(log.handled, [], "nothing starts before the consumer's state is known");
+    d.endTakeover(11); // the consumer had delivered up to 11, and some of it is unacked elsewhere
+    assert.deepEqual(log.handled, [], "fresh messages wait behind the barrier (below seq 10)");
+    d.push(delivery(8, "a", 0, 2).js); // the dead owner's message comes back after its AckWait
+    assert.deepEqual(log.handled, [8], "a redelivery below the barrier starts");
+    d.push(delivery(12, "c").js);
+    assert.deepEqual(log.handled, [8]);
+    d.liftBarrier();
+    assert.deepEqual(log.handled, [8, 10, 11, 12], "then everything, in each key's order");
+    const planned = recorder();
+    const e = new Dispatcher(() => undefined, policy({ mode: "key" }), planned.events);
+    e.beginTakeover();
+    e.push(delivery(5, "a").js);
+    e.endTakeover(undefined); // nothing unacked elsewhere (a planned handoff)
+    assert.deepEqual(planned.log.handled, [5]);
+  });
+
+  test("dispatcher - drain gives back a retry that is due but waits for a handler slot (it never hangs the drain)", { timeout: 10_000 }, async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    let failures = 0;
+    const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+      if (keyOf(msg) === "poison") {
+        failures += 1;
+        throw new Error("poison");
+      }
+      await gate.handler(msg);
+    };
+    const d = new Dispatcher(handler, policy({ mode: "key", maxInFlight: 1, retry: { maxDeliver: 5, backoffMs: () => 1 } }), events);
+    const poison = delivery(1, "poison");
+    d.push(poison.js);
+    await waitFor(() => failures === 1, 1000, "the first failure");
+    d.push(delivery(2, "slow").js); // takes the only slot while poison backs off
+    await waitFor(() => gate.running.has(2), 1000, "the slow handler to start");
+    await sleep(20); // poison's 1 ms backoff is over: it is due, queued for the slot
+    const drained = d.drain(5000);
+    await sleep(5);
+    assert.ok(poison.calls.includes("nak"), "the due retry went back at once");
+    await gate.release(2);
+    assert.equal(await drained, true, "the drain finished once the running handler did");
+    assert.deepEqual(log.handled, [2]);
+  });
+
   test("dispatcher - after losing the pin nothing more starts; what has not started goes back in stream order", async () => {
     const { events } = recorder();
     const gate = new Gate();
