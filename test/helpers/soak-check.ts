@@ -1,0 +1,201 @@
+/**
+ * The soak test's checker. Pure: given what was published, every handler run the
+ * member children recorded, when the parent killed which process, and what the
+ * dead-letter stream holds, it says
+ * - which non-poison messages were never handled successfully (lost);
+ * - whether the first handling (first handler start) of each key's messages follows
+ *   publish order (the project's delivery checker, poison messages included: key mode
+ *   must try a poison message before the next message of its key);
+ * - which messages ran more than once, and whether each repeat is attributable to a
+ *   kill -9: its previous run started in a process that was killed before that run
+ *   recorded its end (or recorded it so shortly before the kill that the ack, which
+ *   follows the end, may not have left), and the repeat started after the kill;
+ * - whether two runs of one key ever overlapped in time (a killed run ends at the kill);
+ * - whether every poison message is in the dead-letter stream exactly once, and
+ *   nothing else is.
+ */
+import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
+import type { HandlerRun, SoakPayload } from "./soak-log.js";
+
+/** Two runs of one key closer than this are not counted as overlapping (clocks of separate processes). */
+export const OVERLAP_TOLERANCE_MS = 2;
+
+/** What the checker needs. */
+export interface SoakInput {
+  /** Every message stored, poison included. */
+  published: readonly SoakPayload[];
+  runs: readonly HandlerRun[];
+  /** pid → when the parent sent it SIGKILL. */
+  kills: ReadonlyMap<number, number>;
+  /** pid → when the process was seen to exit (any reason), to end the runs it never ended. */
+  exits: ReadonlyMap<number, number>;
+  /** `key/seq` of each message in the dead-letter stream, one entry per stored message. */
+  deadLetters: readonly string[];
+  /** A run that ended at most this long before its process was killed may not have had its ack sent. */
+  ackGraceMs: number;
+}
+
+/** A message that ran again after a previous run. */
+export interface Duplicate {
+  id: string;
+  earlier: HandlerRun;
+  later: HandlerRun;
+  /** `in-flight`: the earlier run never ended; `ack-window`: it ended within ackGraceMs of the kill; undefined: not attributable. */
+  attributable: "in-flight" | "ack-window" | undefined;
+  /** Why it is not attributable, when it is not. */
+  why?: string;
+}
+
+/** What the checker found. Every list must be empty for the run to pass. */
+export interface SoakReport {
+  published: number;
+  poison: number;
+  runs: number;
+  okRuns: number;
+  /** Distinct non-poison messages handled successfully. */
+  handled: number;
+  lost: string[];
+  outOfOrder: { key: string; expected: number; got: number }[];
+  /** Runs of messages that were never published. */
+  unexpected: number;
+  duplicates: Duplicate[];
+  notAttributable: Duplicate[];
+  keyOverlaps: { key: string; a: HandlerRun; b: HandlerRun }[];
+  /** Non-poison runs that threw, or poison runs that returned (neither can happen with the soak handler). */
+  wrongOutcome: HandlerRun[];
+  deadLetters: number;
+  dlqMissing: string[];
+  dlqRepeated: { id: string; count: number }[];
+  dlqNotPoison: string[];
+}
+
+const idOf = (x: { key: string; seq: number }): string => `${x.key}/${x.seq}`;
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** Checks a soak run. */
+export function checkSoak(input: SoakInput): SoakReport {
+  const poison = new Set(input.published.filter((p) => p.poison).map(idOf));
+  const publishedIds = new Set(input.published.map(idOf));
+  const perKey = new Map<string, number>();
+  for (const p of input.published) perKey.set(p.key, Math.max(perKey.get(p.key) ?? 0, p.seq));
+
+  const byId = new Map<string, HandlerRun[]>();
+  const byKey = new Map<string, HandlerRun[]>();
+  const wrongOutcome: HandlerRun[] = [];
+  const ok = new Set<string>();
+  let okRuns = 0;
+  for (const r of input.runs) {
+    const id = idOf(r);
+    push(byId, id, r);
+    push(byKey, r.key, r);
+    if (r.ok) okRuns += 1;
+    if (r.ok && !poison.has(id)) ok.add(id);
+    if (r.ok !== undefined && r.ok === poison.has(id)) wrongOutcome.push(r);
+  }
+
+  const lost = [...publishedIds].filter((id) => !poison.has(id) && !ok.has(id));
+  const order = checkDelivery(
+    perKey,
+    input.runs.map((r) => ({ key: r.key, seq: r.seq, at: r.start })),
+  );
+
+  const duplicates: Duplicate[] = [];
+  for (const [id, runs] of byId) {
+    if (poison.has(id) || !publishedIds.has(id)) continue;
+    const sorted = [...runs].sort((a, b) => a.start - b.start);
+    for (let i = 1; i < sorted.length; i++) {
+      const earlier = sorted[i - 1] as HandlerRun;
+      const later = sorted[i] as HandlerRun;
+      duplicates.push({ id, earlier, later, ...attribute(earlier, later, input) });
+    }
+  }
+
+  const keyOverlaps: SoakReport["keyOverlaps"] = [];
+  for (const [key, runs] of byKey) {
+    const sorted = [...runs].sort((a, b) => a.start - b.start);
+    let open: { run: HandlerRun; end: number } | undefined;
+    for (const r of sorted) {
+      if (open && r.start < open.end - OVERLAP_TOLERANCE_MS) keyOverlaps.push({ key, a: open.run, b: r });
+      const end = r.end ?? input.exits.get(r.pid) ?? Infinity;
+      if (!open || end > open.end) open = { run: r, end };
+    }
+  }
+
+  const dlqCounts = new Map<string, number>();
+  for (const id of input.deadLetters) dlqCounts.set(id, (dlqCounts.get(id) ?? 0) + 1);
+  return {
+    published: input.published.length,
+    poison: poison.size,
+    runs: input.runs.length,
+    okRuns,
+    handled: ok.size,
+    lost,
+    outOfOrder: order.outOfOrder,
+    unexpected: order.unexpected,
+    duplicates,
+    notAttributable: duplicates.filter((d) => d.attributable === undefined),
+    keyOverlaps,
+    wrongOutcome,
+    deadLetters: input.deadLetters.length,
+    dlqMissing: [...poison].filter((id) => !dlqCounts.has(id)),
+    dlqRepeated: [...dlqCounts].filter(([, count]) => count > 1).map(([id, count]) => ({ id, count })),
+    dlqNotPoison: [...dlqCounts.keys()].filter((id) => !poison.has(id)),
+  };
+}
+
+function attribute(earlier: HandlerRun, later: HandlerRun, input: SoakInput): Pick<Duplicate, "attributable" | "why"> {
+  const killedAt = input.kills.get(earlier.pid);
+  if (killedAt === undefined) {
+    return { attributable: undefined, why: `the earlier run's process ${earlier.pid} was not killed${earlier.end === undefined ? " (and the run never ended)" : ""}` };
+  }
+  if (earlier.start > killedAt) return { attributable: undefined, why: "the earlier run started after its process was killed (clock?)" };
+  if (later.start < killedAt) return { attributable: undefined, why: `the repeat started ${(killedAt - later.start).toFixed(1)} ms before the kill, while the earlier run's process was alive` };
+  if (earlier.end === undefined) return { attributable: "in-flight" };
+  const before = killedAt - earlier.end;
+  if (before <= input.ackGraceMs) return { attributable: "ack-window" };
+  return { attributable: undefined, why: `the earlier run ended ${before.toFixed(0)} ms before its process was killed (its ack should have been sent)` };
+}
+
+/** One line describing a run, for failure messages; `who` names the process (e.g. its member). */
+export function describeRun(r: HandlerRun, who: (pid: number) => string = String): string {
+  const end = r.end === undefined ? "no end" : `${(r.end - r.start).toFixed(0)} ms, ${r.ok ? "ok" : "threw"}${r.aborted ? ", signal aborted" : ""}`;
+  return `${r.key}/${r.seq} on ${who(r.pid)} run ${r.run} dc ${r.dc} at ${new Date(r.start).toISOString().slice(11)} (${end})`;
+}
+
+/**
+ * What the report says went wrong, one paragraph per kind, with up to 10 examples each;
+ * empty when the run passed. A reordered key is shown with the last kill before its
+ * offending run, to help tell a crash-related reorder from a planned-change one.
+ */
+export function soakProblems(r: SoakReport, runs: readonly HandlerRun[], kills: ReadonlyMap<number, number>, who: (pid: number) => string = String): string[] {
+  const first = <T>(items: readonly T[], show: (x: T) => string): string =>
+    items.slice(0, 10).map((x) => `\n  ${show(x)}`).join("") + (items.length > 10 ? `\n  … and ${items.length - 10} more` : "");
+  const run = (x: HandlerRun): string => describeRun(x, who);
+  const problems: string[] = [];
+  const add = (count: number, what: string, details = ""): void => void (count > 0 && problems.push(`${count} ${what}${details}`));
+  add(r.lost.length, "good messages never handled successfully (lost):", first(r.lost, (id) => `${id}: ${runs.filter((x) => idOf(x) === id).map(run).join("; ") || "never ran"}`));
+  const lastKillBefore = (at: number): string => {
+    const before = [...kills].filter(([, k]) => k <= at).sort(([, a], [, b]) => b - a)[0];
+    return before ? `last kill ${((at - before[1]) / 1000).toFixed(1)} s before, of ${who(before[0])}` : "no kill before";
+  };
+  const reordered = (o: SoakReport["outOfOrder"][number]): string => {
+    const offending = runs.filter((x) => x.key === o.key && x.seq === o.got).sort((a, b) => a.start - b.start)[0];
+    const skipped = runs.filter((x) => x.key === o.key && x.seq === o.expected).sort((a, b) => a.start - b.start)[0];
+    if (!offending) return `${o.key}: expected ${o.expected}, got ${o.got}`;
+    return `${o.key}: expected ${o.expected}, got ${o.got} (${lastKillBefore(offending.start)})\n    first ${run(offending)}\n    then  ${skipped ? run(skipped) : `${o.key}/${o.expected} never ran`}`;
+  };
+  add(r.outOfOrder.length, "keys whose first handlings left publish order:", first(r.outOfOrder, reordered));
+  add(r.unexpected, "runs of messages never published");
+  add(r.notAttributable.length, "duplicates no kill explains:", first(r.notAttributable, (d) => `${d.id}: ${d.why ?? ""}\n    earlier ${run(d.earlier)}\n    later   ${run(d.later)}`));
+  add(r.keyOverlaps.length, "times two runs of one key overlapped:", first(r.keyOverlaps, (o) => `${run(o.a)}\n    and ${run(o.b)}`));
+  add(r.wrongOutcome.length, "runs with the wrong outcome (a good message threw, or a poison one returned):", first(r.wrongOutcome, run));
+  add(r.dlqMissing.length, "poison messages missing from the dead-letter stream:", first(r.dlqMissing, String));
+  add(r.dlqRepeated.length, "poison messages dead-lettered more than once:", first(r.dlqRepeated, (d) => `${d.id} × ${d.count}`));
+  add(r.dlqNotPoison.length, "good messages in the dead-letter stream:", first(r.dlqNotPoison, String));
+  return problems;
+}

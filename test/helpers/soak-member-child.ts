@@ -1,0 +1,94 @@
+/**
+ * One elastic member instance in its own process, for the randomized soak test
+ * (test/integration/soak.test.ts), so the test can kill it with SIGKILL.
+ *
+ *   node dist/test/helpers/soak-member-child.js '<json SoakChildSettings>'
+ *
+ * The handler sleeps for the latency the publisher drew (`ms` in the payload) and
+ * throws for poison messages. Every handler run is written to the instance's log file
+ * as two NDJSON lines, `start` and `end`, with a synchronous `writeSync` on a regular
+ * file: the `end` line is in the kernel before the handler returns, i.e. before the
+ * engine acks, so a kill -9 after the ack can never lose the record of a handled
+ * message (a pipe to the parent would leave that to the stream's buffering). Status
+ * events go to the same file. stdout carries only `{"ev":"ready"}`.
+ *
+ * The instance stops cleanly on SIGTERM or when its stdin closes, so it never
+ * outlives the test.
+ */
+import { openSync, writeSync } from "node:fs";
+import { connect } from "@nats-io/transport-node";
+import { jetstream } from "@nats-io/jetstream";
+import { elasticConsume, type ConcurrencyMode } from "../../src/index.js";
+import type { SoakLogLine, SoakPayload } from "./soak-log.js";
+
+/** What the parent passes in argv[2]. */
+export interface SoakChildSettings {
+  url: string;
+  stream: string;
+  group: string;
+  member: string;
+  ackWaitMs: number;
+  mode: ConcurrencyMode;
+  deadLetterSubject: string;
+  maxDeliver: number;
+  backoffMs: number[];
+  /** The NDJSON file this instance appends its records to. */
+  logFile: string;
+}
+
+const s = JSON.parse(process.argv[2] ?? "{}") as SoakChildSettings;
+const fd = openSync(s.logFile, "a");
+const pid = process.pid;
+const now = (): number => performance.timeOrigin + performance.now();
+const record = (line: SoakLogLine): void => void writeSync(fd, JSON.stringify(line) + "\n");
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+let runs = 0;
+const member = await elasticConsume(jetstream(nc), {
+  stream: s.stream,
+  group: s.group,
+  member: s.member,
+  concurrency: s.mode,
+  consumerConfig: { ack_wait: s.ackWaitMs * 1_000_000 },
+  retry: { maxDeliver: s.maxDeliver, backoffMs: s.backoffMs },
+  deadLetterSubject: s.deadLetterSubject,
+  // The handler ignores msg.signal on purpose: a handler that does not cooperate with
+  // the drain timeout is the case where the engine must keep the message to itself.
+  handler: async (msg) => {
+    const p = msg.json<SoakPayload>();
+    const run = ++runs;
+    record({ ev: "start", pid, run, key: p.key, seq: p.seq, at: now(), dc: msg.info.deliveryCount });
+    let ok = false;
+    try {
+      if (p.ms > 0) await sleep(p.ms);
+      if (p.poison) throw new Error(`poison message ${p.key}/${p.seq}`);
+      ok = true;
+    } finally {
+      record({ ev: "end", pid, run, key: p.key, seq: p.seq, at: now(), ok, aborted: msg.signal.aborted });
+    }
+  },
+});
+process.stdout.write(JSON.stringify({ ev: "ready", pid }) + "\n");
+void (async () => {
+  for await (const e of member.status()) record({ ev: "status", pid, at: now(), type: e.type });
+})();
+
+let exiting = false;
+const exit = async (): Promise<void> => {
+  if (exiting) return;
+  exiting = true;
+  await member.stop();
+  await nc.close();
+  process.exit(0);
+};
+process.on("SIGTERM", () => void exit());
+process.stdin.on("end", () => void exit());
+process.stdin.on("close", () => void exit());
+process.stdin.resume();
+const err = await member.closed();
+// The member stopped on its own (not via exit()): the parent counts this as an unexpected exit.
+if (!exiting) {
+  record({ ev: "closed", pid, at: now(), error: err?.message ?? null });
+  process.exit(3);
+}

@@ -1,0 +1,354 @@
+/**
+ * The randomized soak test (issue 14): one elastic group on a real nats-server, with a
+ * dead-letter stream; 4 members with 2 instances each (hot standbys), each instance a
+ * child process; handler latencies from 0 to 3 × AckWait (90 % under 20 ms); 2 % poison
+ * messages; a membership change every second and a kill -9 of a random instance (most
+ * often one with a handler in flight) every ~5 s; keyed publishing throughout. After
+ * the load stops and everything drained, the checker (test/helpers/soak-check.ts) says
+ * what was lost, reordered, repeated without a kill to blame, run twice at once, or
+ * dead-lettered other than exactly once.
+ *
+ * `concurrency: "key"` (override with SOAK_MODE=partition): it is the mode the issue's
+ * hard promises are about (a failure holds only its key; a slow handler holds only its
+ * key; no two messages of one key at once across members), and it keeps 3 s handlers
+ * from stalling whole partitions so the run gets through thousands of messages.
+ *
+ * Settings: SOAK_SEED (default random; the seed is printed first), SOAK_SECONDS (load
+ * duration, default 60). The workload (keys, latencies, poison) is a function of the
+ * seed; the timing of churn and kills is paced by the clock, their choices by the seed.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { addMembers, createElastic, deleteMembers, workQueueStreamName, type ConcurrencyMode } from "../../src/index.js";
+import { prng, sleep } from "../helpers/load-harness.js";
+import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { checkSoak, soakProblems, type SoakReport } from "../helpers/soak-check.js";
+import { SoakFleet, now, type SoakInstance } from "../helpers/soak-fleet.js";
+import type { HandlerRun, SoakPayload } from "../helpers/soak-log.js";
+
+const SEED = process.env["SOAK_SEED"] ? Number(process.env["SOAK_SEED"]) : Math.floor(Math.random() * 2 ** 31);
+const SECONDS = Number(process.env["SOAK_SECONDS"] ?? 60);
+const MODE = (process.env["SOAK_MODE"] ?? "key") as ConcurrencyMode;
+if (!Number.isSafeInteger(SEED) || !(SECONDS > 0) || !["key", "partition"].includes(MODE)) {
+  throw new Error(`soak: SOAK_SEED must be an integer, SOAK_SECONDS a positive number, SOAK_MODE key or partition (got ${String(process.env["SOAK_SEED"])}, ${String(process.env["SOAK_SECONDS"])}, ${MODE})`);
+}
+const ACK_WAIT_MS = 1000;
+const RATE = 60; // messages per second
+const KEYS = 200;
+const POISON_RATE = 0.02;
+const SLOW_RATE = 0.1;
+const MEMBERS = ["m1", "m2", "m3", "m4"];
+const INSTANCES_PER_MEMBER = 2;
+const MIN_MEMBERS = 2;
+const PARTITIONS = 8;
+const CHURN_EVERY_MS = 1000;
+const KILL_EVERY_MS: [number, number] = [4000, 6000];
+/** Share of kills aimed at an instance with a handler in flight (when there is one). */
+const KILL_BUSY_SHARE = 0.75;
+const MAX_DELIVER = 3;
+const BACKOFF_MS = [50, 100];
+/** The ack follows the handler's end record within an event-loop turn; this much is allowed on a loaded machine. */
+const ACK_GRACE_MS = 200;
+const DRAIN_TIMEOUT_MS = 120_000;
+
+console.log(`soak - seed ${SEED} (repeat with SOAK_SEED=${SEED} SOAK_SECONDS=${SECONDS}${MODE === "key" ? "" : ` SOAK_MODE=${MODE}`})`);
+
+/** The messages to publish, drawn from the seed: same seed, same keys, latencies and poison. */
+function drawWorkload(seed: number, count: number): SoakPayload[] {
+  const rng = prng(seed);
+  const seqs = new Map<string, number>();
+  const out: SoakPayload[] = [];
+  for (let i = 0; i < count; i++) {
+    const key = `k${Math.floor(rng() * KEYS)}`;
+    const slow = rng() < SLOW_RATE;
+    const spread = rng();
+    const ms = slow ? 20 + spread * (3 * ACK_WAIT_MS - 20) : spread * 20;
+    const poison = rng() < POISON_RATE;
+    const seq = (seqs.get(key) ?? 0) + 1;
+    seqs.set(key, seq);
+    out.push({ key, seq, ms: Math.round(ms), poison });
+  }
+  return out;
+}
+
+describe("soak - elastic group under churn, kill -9, slow handlers and poison messages", () => {
+  let env: TestEnv | undefined;
+  let fleet: SoakFleet | undefined;
+  let dir: string | undefined;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "pcg-soak-"));
+    env = await startEnv();
+  });
+  after(async () => {
+    await fleet?.stopAll();
+    await env?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("soak - nothing lost, first handling in key order, every duplicate from a kill, every poison message dead-lettered once", { timeout: SECONDS * 1000 + 300_000 }, async () => {
+    assert.ok(env && dir);
+    const e = env;
+    const t0 = now();
+    const stream = uniqueName("soak");
+    const group = "g";
+    const dlqStream = `${stream}_dlq`;
+    const dlqSubject = `dlq.${stream}`;
+    await e.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    await e.jsm.streams.add({ name: dlqStream, subjects: [dlqSubject] });
+    await createElastic(e.js, { stream, group, maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    const membership = new Set(MEMBERS.slice(0, 3));
+    await addMembers(e.js, stream, group, [...membership]);
+
+    const f = new SoakFleet(dir, { url: e.server.url, stream, group, ackWaitMs: ACK_WAIT_MS, mode: MODE, deadLetterSubject: dlqSubject, maxDeliver: MAX_DELIVER, backoffMs: BACKOFF_MS });
+    fleet = f;
+    for (const m of MEMBERS) for (let i = 0; i < INSTANCES_PER_MEMBER; i++) f.start(m);
+    await waitFor(() => f.live().length === MEMBERS.length * INSTANCES_PER_MEMBER, 60_000, "every instance consuming");
+    const setupMs = now() - t0;
+
+    // Load: publish the workload at RATE, in order, each message once (a retried publish keeps its msg id).
+    const workload = drawWorkload(SEED, Math.round(SECONDS * RATE));
+    const published: SoakPayload[] = [];
+    let loadRunning = true;
+    const loadStart = now();
+    const publishing = (async () => {
+      for (const [i, p] of workload.entries()) {
+        if (!loadRunning) break;
+        const due = loadStart + (i * 1000) / RATE;
+        if (due > now()) await sleep(due - now());
+        for (let attempt = 0; ; attempt++) {
+          try {
+            await e.js.publish(`${stream}.${p.key}`, JSON.stringify(p), { msgID: `${stream}-${p.key}-${p.seq}`, timeout: 5000 });
+            break;
+          } catch (err) {
+            if (attempt >= 20) throw err;
+            await sleep(100);
+          }
+        }
+        published.push(p);
+      }
+    })();
+
+    // Chaos, until the load is done: a membership change every second, a kill -9 every ~5 s.
+    const chaosRng = prng(SEED ^ 0x5bd1e995);
+    const pick = <T>(items: readonly T[]): T | undefined => items[Math.floor(chaosRng() * items.length)];
+    let churnSteps = 0;
+    const churnErrors: string[] = [];
+    const kills: { member: string; pid: number; inFlight: number; at: number }[] = [];
+    const chaos = (async () => {
+      let nextKill = now() + KILL_EVERY_MS[0] + chaosRng() * (KILL_EVERY_MS[1] - KILL_EVERY_MS[0]);
+      while (loadRunning) {
+        await sleep(CHURN_EVERY_MS);
+        if (!loadRunning) break;
+        const outside = MEMBERS.filter((m) => !membership.has(m));
+        const coin = chaosRng();
+        const add = membership.size <= MIN_MEMBERS || (outside.length > 0 && coin < 0.5);
+        const m = pick(add ? outside : [...membership]);
+        if (m !== undefined) {
+          try {
+            if (add) await addMembers(e.js, stream, group, [m]);
+            else await deleteMembers(e.js, stream, group, [m]);
+            if (add) membership.add(m);
+            else membership.delete(m);
+            churnSteps += 1;
+          } catch (err) {
+            churnErrors.push(`${add ? "add" : "delete"} ${m}: ${err instanceof Error ? err.message : String(err)}`);
+          }
+        }
+        if (now() < nextKill) continue;
+        nextKill = now() + KILL_EVERY_MS[0] + chaosRng() * (KILL_EVERY_MS[1] - KILL_EVERY_MS[0]);
+        f.log.poll();
+        const inFlight = f.log.inFlightByPid();
+        const live = f.live();
+        const busy = live.filter((i) => (inFlight.get(i.pid) ?? 0) > 0);
+        const aimBusy = chaosRng() < KILL_BUSY_SHARE;
+        const target: SoakInstance | undefined = aimBusy && busy.length > 0 ? pick(busy) : pick(live);
+        if (!target) continue;
+        kills.push({ member: target.member, pid: target.pid, inFlight: inFlight.get(target.pid) ?? 0, at: now() });
+        await f.kill(target);
+        f.start(target.member);
+      }
+    })();
+
+    let drainMs = 0;
+    let drainError: string | undefined;
+    let quietError: string | undefined;
+    let loadMs = 0;
+    try {
+      await publishing;
+    } finally {
+      loadRunning = false;
+      loadMs = now() - loadStart;
+      await chaos;
+    }
+
+    // Drain: every non-poison message handled, every poison message dead-lettered, the work queue empty.
+    const wq = workQueueStreamName(stream, group);
+    const poisonCount = published.filter((p) => p.poison).length;
+    const goodIds = published.filter((p) => !p.poison).map((p) => `${p.key}/${p.seq}`);
+    const drainStart = now();
+    try {
+      await waitFor(() => f.live().length === MEMBERS.length * INSTANCES_PER_MEMBER, 60_000, "the restarted instances consuming");
+      await waitFor(
+        async () => {
+          f.log.poll();
+          const ok = f.log.handledOk();
+          if (goodIds.some((id) => !ok.has(id))) return false;
+          if ((await e.jsm.streams.info(dlqStream)).state.messages < poisonCount) return false;
+          return (await e.jsm.streams.info(wq)).state.messages === 0;
+        },
+        DRAIN_TIMEOUT_MS,
+        "every message handled or dead-lettered and the work queue empty",
+        250,
+      );
+    } catch (err) {
+      drainError = err instanceof Error ? err.message : String(err);
+    }
+    drainMs = now() - drainStart;
+    // Quiet: a late redelivery (an ack that never arrived) comes within AckWait; wait until none started for 2 × AckWait.
+    try {
+      let runs = f.log.runs.length;
+      let since = now();
+      await waitFor(
+        () => {
+          f.log.poll();
+          if (f.log.runs.length !== runs) {
+            runs = f.log.runs.length;
+            since = now();
+          }
+          return now() - since >= 2 * ACK_WAIT_MS;
+        },
+        30_000,
+        "no handler start for 2 × AckWait",
+        100,
+      );
+    } catch (err) {
+      quietError = err instanceof Error ? err.message : String(err);
+    }
+    await f.stopAll();
+    f.log.poll();
+    const wqLeft = (await e.jsm.streams.info(wq)).state.messages;
+
+    const deadLetters: string[] = [];
+    const dlqInfo = await e.jsm.streams.info(dlqStream);
+    for (let seq = dlqInfo.state.first_seq; seq <= dlqInfo.state.last_seq && dlqInfo.state.messages > 0; seq++) {
+      const sm = await e.jsm.streams.getMessage(dlqStream, { seq });
+      const p = sm?.json<SoakPayload>();
+      if (p) deadLetters.push(`${p.key}/${p.seq}`);
+    }
+
+    const report = checkSoak({ published, runs: f.log.runs, kills: f.kills, exits: f.exits, deadLetters, ackGraceMs: ACK_GRACE_MS });
+    printFigures(report, {
+      loadMs,
+      drainMs,
+      totalMs: now() - t0,
+      setupMs,
+      churnSteps,
+      kills,
+      statusCounts: f.log.statusCounts,
+      abortedRuns: f.log.runs.filter((r) => r.aborted).length,
+      slowRuns: f.log.runs.filter((r) => r.end !== undefined && r.end - r.start > ACK_WAIT_MS).length,
+    });
+
+    const who = (pid: number): string => `${f.memberOf(pid)} (pid ${pid}${f.kills.has(pid) ? ", killed" : ""})`;
+    const problems = soakProblems(report, f.log.runs, f.kills, who);
+    if (drainError) problems.push(`drain: ${drainError}`);
+    if (quietError) problems.push(`quiet period: ${quietError}`);
+    if (wqLeft > 0) problems.push(`${wqLeft} messages left in the work queue`);
+    if (f.unexpectedExits.length > 0) problems.push(`instances that exited on their own: ${JSON.stringify(f.unexpectedExits)} ${JSON.stringify(f.log.closed)}`);
+    if (churnErrors.length > 0) problems.push(`membership changes that failed: ${churnErrors.join("; ")}`);
+    if (f.log.orphanEnds > 0) problems.push(`${f.log.orphanEnds} end records without a start`);
+    if (problems.length > 0) assert.fail(`soak (seed ${SEED}) found:\n\n${problems.join("\n\n")}`);
+  });
+});
+
+function printFigures(
+  r: SoakReport,
+  x: { loadMs: number; drainMs: number; totalMs: number; setupMs: number; churnSteps: number; kills: { inFlight: number }[]; statusCounts: ReadonlyMap<string, number>; abortedRuns: number; slowRuns: number },
+): void {
+  const inFlight = r.duplicates.filter((d) => d.attributable === "in-flight").length;
+  const ackWindow = r.duplicates.filter((d) => d.attributable === "ack-window").length;
+  const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+  const status = [...x.statusCounts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k} ${v}`).join(", ");
+  console.log(
+    [
+      `soak figures - seed ${SEED}, mode ${MODE}, AckWait ${ACK_WAIT_MS} ms, ${SECONDS} s of load`,
+      `  published ${r.published} (${r.poison} poison) to ${KEYS} keys`,
+      `  handler runs ${r.runs} (ok ${r.okRuns}, over AckWait ${x.slowRuns}, signal aborted ${x.abortedRuns}); distinct good messages handled ${r.handled}; lost ${r.lost.length}`,
+      `  duplicates ${r.duplicates.length}: attributable ${inFlight + ackWindow} (in flight at the kill ${inFlight}, ended within ${ACK_GRACE_MS} ms of it ${ackWindow}), not attributable ${r.notAttributable.length}`,
+      `  out of order ${r.outOfOrder.length} keys; runs of one key at once ${r.keyOverlaps.length}`,
+      `  dead letters ${r.deadLetters} (missing ${r.dlqMissing.length}, repeated ${r.dlqRepeated.length}, not poison ${r.dlqNotPoison.length})`,
+      `  kills ${x.kills.length} (${x.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), churn steps ${x.churnSteps}`,
+      `  time: setup ${s(x.setupMs)}, load ${s(x.loadMs)}, drain ${s(x.drainMs)}, total ${s(x.totalMs)}`,
+      `  status events: ${status}`,
+    ].join("\n"),
+  );
+}
+
+describe("soak - checker", () => {
+  const run = (pid: number, n: number, key: string, seq: number, start: number, end?: number, ok = true): HandlerRun =>
+    end === undefined ? { pid, run: n, key, seq, dc: 1, start } : { pid, run: n, key, seq, dc: 1, start, end, ok, aborted: false };
+  const published: SoakPayload[] = [
+    { key: "a", seq: 1, ms: 0, poison: false },
+    { key: "a", seq: 2, ms: 0, poison: true },
+    { key: "a", seq: 3, ms: 0, poison: false },
+    { key: "b", seq: 1, ms: 0, poison: false },
+  ];
+  const clean = [run(1, 1, "a", 1, 100, 110), run(1, 2, "a", 2, 120, 121, false), run(1, 3, "a", 3, 130, 140), run(2, 1, "b", 1, 100, 200)];
+  const input = { published, runs: clean, kills: new Map<number, number>(), exits: new Map<number, number>(), deadLetters: ["a/2"], ackGraceMs: 200 };
+
+  test("soak - checker: a clean run has nothing to report", () => {
+    const r = checkSoak(input);
+    assert.equal(r.handled, 3);
+    assert.deepEqual([r.lost, r.outOfOrder, r.duplicates, r.keyOverlaps, r.wrongOutcome, r.dlqMissing, r.dlqRepeated, r.dlqNotPoison], [[], [], [], [], [], [], [], []]);
+  });
+
+  test("soak - checker: a good message without a successful run is lost, even if it started", () => {
+    const r = checkSoak({ ...input, runs: [clean[0], clean[1], clean[3], run(1, 3, "a", 3, 130)].filter((x) => x !== undefined) });
+    assert.deepEqual(r.lost, ["a/3"]);
+  });
+
+  test("soak - checker: a key whose first handlings leave publish order is reported, poison messages included", () => {
+    const r = checkSoak({ ...input, runs: [run(1, 1, "a", 1, 100, 110), run(1, 3, "a", 3, 115, 118), run(1, 2, "a", 2, 120, 121, false), run(2, 1, "b", 1, 100, 200)] });
+    assert.deepEqual(r.outOfOrder, [{ key: "a", expected: 2, got: 3 }]);
+  });
+
+  test("soak - checker: a repeat after a kill is attributable when the earlier run was in flight or had just ended", () => {
+    const kills = new Map([[1, 150]]);
+    const inFlight = checkSoak({ ...input, kills, exits: kills, runs: [...clean, run(1, 9, "b", 1, 140), run(3, 1, "b", 1, 1300, 1310)].filter((x) => x.pid !== 2) });
+    assert.deepEqual(inFlight.duplicates.map((d) => d.attributable), ["in-flight"]);
+    assert.deepEqual(inFlight.notAttributable, []);
+    const justEnded = checkSoak({ ...input, kills, exits: kills, runs: [...clean, run(3, 1, "a", 3, 1300, 1310)] });
+    assert.deepEqual(justEnded.duplicates.map((d) => d.attributable), ["ack-window"]);
+  });
+
+  test("soak - checker: a repeat no kill explains is not attributable", () => {
+    const noKill = checkSoak({ ...input, runs: [...clean, run(3, 1, "a", 1, 1300, 1310)] });
+    assert.deepEqual(noKill.notAttributable.map((d) => d.id), ["a/1"]);
+    const longBefore = checkSoak({ ...input, kills: new Map([[1, 900]]), runs: [...clean, run(3, 1, "a", 1, 1300, 1310)] });
+    assert.deepEqual(longBefore.notAttributable.map((d) => d.id), ["a/1"]);
+    const repeatBeforeKill = checkSoak({ ...input, kills: new Map([[1, 1500]]), runs: [...clean, run(3, 1, "a", 1, 1300, 1310)] });
+    assert.deepEqual(repeatBeforeKill.notAttributable.map((d) => d.id), ["a/1"]);
+  });
+
+  test("soak - checker: two runs of one key at once are reported, unless the first one's process had died", () => {
+    const overlap = checkSoak({ ...input, runs: [...clean, run(3, 1, "b", 1, 150, 160)] });
+    assert.deepEqual(overlap.keyOverlaps.map((o) => o.key), ["b"]);
+    const afterDeath = checkSoak({ ...input, exits: new Map([[2, 140]]), kills: new Map([[2, 140]]), runs: [...clean.slice(0, 3), run(2, 1, "b", 1, 100), run(3, 1, "b", 1, 150, 160)] });
+    assert.deepEqual(afterDeath.keyOverlaps, []);
+    assert.deepEqual(afterDeath.notAttributable, []);
+  });
+
+  test("soak - checker: the dead-letter stream must hold each poison message exactly once and nothing else", () => {
+    assert.deepEqual(checkSoak({ ...input, deadLetters: [] }).dlqMissing, ["a/2"]);
+    assert.deepEqual(checkSoak({ ...input, deadLetters: ["a/2", "a/2"] }).dlqRepeated, [{ id: "a/2", count: 2 }]);
+    assert.deepEqual(checkSoak({ ...input, deadLetters: ["a/2", "b/1"] }).dlqNotPoison, ["b/1"]);
+  });
+
+  test("soak - checker: a good run that threw or a poison run that returned is a wrong outcome", () => {
+    const r = checkSoak({ ...input, runs: [run(1, 1, "a", 1, 100, 110, false), run(1, 2, "a", 2, 120, 121, true), run(1, 3, "a", 3, 130, 140), run(2, 1, "b", 1, 100, 200)] });
+    assert.deepEqual(r.wrongOutcome.map((x) => `${x.key}/${x.seq}`), ["a/1", "a/2"]);
+  });
+});
