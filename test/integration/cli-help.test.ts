@@ -7,6 +7,8 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { freePort } from "../../src/server/launcher.js";
 import { killAllCg, runCg } from "../helpers/cli-run.js";
+import { COMMANDS } from "../../src/cli/commands/table.js";
+import type { CommandSpec } from "../../src/cli/commands/spec.js";
 
 let closed: string;
 
@@ -59,6 +61,26 @@ describe("cli help", () => {
       const r = await runCg(["-s", closed, ...path, "--help"]);
       assert.equal(r.code, 0, `${path.join(" ")}: ${r.stderr}`);
       assert.match(r.stdout, new RegExp(`Usage: cg ${path.join(" ")}`), path.join(" "));
+      assert.match(r.stdout, /Examples:\n {2}\$ cg /, `${path.join(" ")} has no examples:\n${r.stdout}`);
+    }
+  });
+
+  test("cli help - every command of the command table has help with examples, under each of its flavours", async () => {
+    const paths: string[][] = [];
+    const walk = (spec: CommandSpec, prefix: string[]): void => {
+      const path = [...prefix, spec.name];
+      paths.push(path);
+      for (const sub of spec.subcommands ?? []) walk(sub, path);
+    };
+    for (const spec of COMMANDS) {
+      if (spec.flavours) for (const kind of spec.flavours) walk(spec, [kind]);
+      else walk(spec, []);
+    }
+    assert.ok(paths.length >= 29, `${paths.length} command paths`);
+    for (const path of paths) {
+      const r = await runCg(["-s", closed, ...path, "--help"]);
+      assert.equal(r.code, 0, `${path.join(" ")}: ${r.stderr}`);
+      assert.match(r.stdout, new RegExp(`^Usage: cg ${path.join(" ")}`), path.join(" "));
       assert.match(r.stdout, /Examples:\n {2}\$ cg /, `${path.join(" ")} has no examples:\n${r.stdout}`);
     }
   });

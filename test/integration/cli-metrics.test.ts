@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { partitionOf } from "../../src/index.js";
-import { startEnv, uniqueName, type TestEnv } from "../helpers/nats.js";
+import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { CgProcess, addSourceStream, addStaticStream, killAllCg, runCg } from "../helpers/cli-run.js";
 
 let env: TestEnv;
@@ -51,6 +51,17 @@ async function scrape(metricsUrl: string): Promise<string> {
   return res.text();
 }
 
+/**
+ * Scrapes until `handled` messages are counted: cg prints a message's line before it
+ * acks it, and the duration is recorded when the handler returns, just after.
+ */
+async function scrapeHandled(metricsUrl: string, handled: number): Promise<string> {
+  return waitFor(async () => {
+    const text = await scrape(metricsUrl);
+    return sum(samples(text, "messaging_process_duration_seconds_count")) === handled ? text : undefined;
+  }, 10_000, `${handled} handled in the scrape`);
+}
+
 /** Starts `consume --json --metrics-port 0` and returns the process and the URL from its `started` event. */
 async function consumeWithMetrics(kind: "static" | "elastic", stream: string, group: string, member: string): Promise<{ p: CgProcess; metricsUrl: string; partitions: number[] }> {
   const p = new CgProcess(["-s", url, "--json", kind, "consume", stream, group, member, "--sleep", "0", "--metrics-port", "0"]);
@@ -79,7 +90,7 @@ describe("cli metrics", () => {
     };
     await publish(0, 30);
     await p.waitFor(() => p.json().length === 30, 60_000, "30 messages handled");
-    const first = await scrape(metricsUrl);
+    const first = await scrapeHandled(metricsUrl, 30);
     const handled = samples(first, "messaging_process_duration_seconds_count");
     assert.equal(sum(handled), 30);
     for (const s of handled) {
@@ -105,7 +116,7 @@ describe("cli metrics", () => {
 
     await publish(30, 20);
     await p.waitFor(() => p.json().length === 50, 60_000, "50 messages handled");
-    const second = samples(await scrape(metricsUrl), "messaging_process_duration_seconds_count");
+    const second = samples(await scrapeHandled(metricsUrl, 50), "messaging_process_duration_seconds_count");
     assert.equal(sum(second), 50, "the counters grow");
     assert.deepEqual(byPartition(second), perPartition);
 
@@ -127,7 +138,7 @@ describe("cli metrics", () => {
     const { p, metricsUrl } = await consumeWithMetrics("elastic", stream, group, "a");
     for (let i = 0; i < 12; i++) await env.js.publish(`${stream}.k${i}`, String(i));
     await p.waitFor(() => p.json().length === 12, 60_000, "12 messages handled");
-    const handled = samples(await scrape(metricsUrl), "messaging_process_duration_seconds_count");
+    const handled = samples(await scrapeHandled(metricsUrl, 12), "messaging_process_duration_seconds_count");
     assert.equal(sum(handled), 12);
     assert.ok(handled.every((s) => s.labels["messaging_consumer_group_name"] === group && s.labels["pcg_member"] === "a" && s.labels["messaging_destination_name"] === stream));
     p.signal("SIGTERM");

@@ -159,7 +159,12 @@ export const completionCommand: CommandSpec = {
   name: "completion",
   description: "print a shell completion script (bash, zsh or fish), generated from cg's commands",
   args: [{ name: "shell", description: "the shell", choices: SHELLS }],
-  examples: ["source <(cg completion bash)", "cg completion zsh > ~/.zsh/cg.zsh    # then source it from ~/.zshrc", "cg completion fish > ~/.config/fish/completions/cg.fish"],
+  examples: [
+    "cg completion bash > ~/.local/share/bash-completion/completions/cg",
+    "cg completion zsh > ~/.zsh/cg.zsh    # then source it from ~/.zshrc",
+    "cg completion fish > ~/.config/fish/completions/cg.fish",
+    "source <(cg completion bash)          # this shell only",
+  ],
   run: ({ args: [shell], cmd }) => {
     let root = cmd;
     while (root.parent) root = root.parent;
