@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 // Checks the documentation's TypeScript examples against the package as a user
-// gets it: every ```ts block of README.md and docs/*.md is written to its own
-// file in a fresh temporary project that installs the packed tarball (npm pack)
-// and the nats.js peers, and the whole lot is type-checked with `tsc --strict`.
-// Then the block marked `<!-- example: run -->` (the README's quick start) runs
-// end to end against a real nats-server (the project's launcher and pinned
-// binary, loopback only): messages published to it must come out of its handler.
-// Finally the installed `cg` is asked for --metrics-port without the
-// OpenTelemetry SDK, which must fail with METRICS_DEPENDENCY_MISSING.
+// gets it, in a fresh temporary project that installs the packed tarball (npm pack)
+// and the nats.js peers, against a real nats-server (the project's launcher and
+// pinned binary, loopback only):
+//   1. the installed `cg` is asked for --metrics-port before the OpenTelemetry SDK
+//      is installed: it must fail with METRICS_DEPENDENCY_MISSING and the npm line;
+//   2. the SDK and the Prometheus exporter are installed (as that line says), and
+//      every ```ts block of README.md and docs/*.md, each in its own file, is
+//      type-checked with `tsc --strict`;
+//   3. the block marked `<!-- example: run -->` (the README's quick start) runs:
+//      messages published to it must come out of its handler;
+//   4. the installed `cg … consume --metrics-port 0` now serves the metrics.
 //
 //   node scripts/check-examples.mjs            # build, pack, install, check, run
 //   KEEP_EXAMPLES=1 node scripts/check-examples.mjs   # keep the temporary project
@@ -97,6 +100,10 @@ for (const source of sources) {
     if (block.run) runnable = { name, source, line: block.line };
   });
 }
+if (!runnable) {
+  console.error("check-examples: no block is marked <!-- example: run --> (the README's quick start)");
+  process.exit(1);
+}
 copyFileSync(join(root, "scripts", "examples-preamble.d.ts"), join(work, "preamble.d.ts"));
 writeFileSync(
   join(work, "tsconfig.json"),
@@ -118,32 +125,14 @@ writeFileSync(
     2,
   ),
 );
-console.log(`check-examples: type-checking ${files.length} examples (${sources.map((s) => `${s}: ${files.filter((f) => f.source === s).length}`).join(", ")}) ...`);
-const tsc = spawnSync(process.execPath, [join(work, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json", "--strict"], { cwd: work, encoding: "utf8" });
-if (tsc.status !== 0) {
-  // point at the markdown line: the example file's line 2 is the block's first line
-  const mapped = tsc.stdout.replace(/^([\w.-]+\.ts)\((\d+),(\d+)\)/gm, (all, file, line, col) => {
-    const f = files.find((x) => x.name === file);
-    return f ? `${f.source}:${f.line + Number(line) - 2}:${col} (${file})` : all;
-  });
-  console.error(`check-examples: the examples do not compile against the packed package:\n${mapped}${tsc.stderr}`);
-  process.exit(1);
-}
-console.log(`check-examples: ${files.length} examples compile (tsc --strict against ${tarball})`);
 
-// 4. the quick start, end to end
-if (!runnable) {
-  console.error("check-examples: no block is marked <!-- example: run --> (the README's quick start)");
-  process.exit(1);
-}
 const { NatsServer } = await import(pathToFileURL(join(root, "dist", "src", "server", "launcher.js")).href);
 const { connect } = await import(pathToFileURL(join(work, "node_modules", "@nats-io", "transport-node", "lib", "mod.js")).href);
 const { partitionOf } = await import(pathToFileURL(join(work, "node_modules", "nats-pcgroups", "dist", "src", "index.js")).href);
-const server = await NatsServer.start({ jetstream: true });
+const server = await NatsServer.start();
 let failure;
 try {
-  failure = await runQuickStart(server.url);
-  failure ??= checkMetricsError(server.url);
+  failure = checkMetricsMissing(server.url) ?? installMetricsSdk() ?? typeCheck() ?? (await runQuickStart(server.url)) ?? (await checkMetricsServed(server.url));
 } finally {
   await server.stop();
   if (process.env.KEEP_EXAMPLES) console.log(`check-examples: kept ${work}`);
@@ -154,6 +143,39 @@ if (failure) {
   process.exit(1);
 }
 console.log(`check-examples: OK in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+
+/** The installed `cg` without the OpenTelemetry SDK: --metrics-port must say what to install. */
+function checkMetricsMissing(url) {
+  const r = spawnSync(join(work, "node_modules", ".bin", "cg"), ["-s", url, "static", "consume", "orders", "billing", "m2", "--metrics-port", "0"], { cwd: work, encoding: "utf8", timeout: 30_000 });
+  if (r.status !== 1 || !/npm install @opentelemetry\/api@\S+ @opentelemetry\/sdk-metrics@\S+ @opentelemetry\/exporter-prometheus@/.test(r.stderr)) {
+    return `cg consume --metrics-port without the OpenTelemetry SDK should exit 1 and say what to install; exit ${r.status}:\n${r.stdout}${r.stderr}`;
+  }
+  console.log("check-examples: without the OpenTelemetry SDK, the installed cg --metrics-port fails with METRICS_DEPENDENCY_MISSING and the npm install line");
+  return undefined;
+}
+
+/** Installs what `--metrics-port` (and the docs' metrics example) needs, at the project's versions. */
+function installMetricsSdk() {
+  const names = ["@opentelemetry/api", "@opentelemetry/sdk-metrics", "@opentelemetry/exporter-prometheus"];
+  run("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...names.map((n) => `${n}@${dev[n]}`)], { cwd: work });
+  return undefined;
+}
+
+/** tsc --strict over every example; errors point at the markdown lines. */
+function typeCheck() {
+  console.log(`check-examples: type-checking ${files.length} examples (${sources.map((s) => `${s}: ${files.filter((f) => f.source === s).length}`).join(", ")}) ...`);
+  const tsc = spawnSync(process.execPath, [join(work, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json", "--strict"], { cwd: work, encoding: "utf8" });
+  if (tsc.status !== 0) {
+    // the example file's line 2 is the block's first line
+    const mapped = tsc.stdout.replace(/^([\w.-]+\.ts)\((\d+),(\d+)\)/gm, (all, file, line, col) => {
+      const f = files.find((x) => x.name === file);
+      return f ? `${f.source}:${f.line + Number(line) - 2}:${col} (${file})` : all;
+    });
+    return `the examples do not compile against the packed package:\n${mapped}${tsc.stderr}`;
+  }
+  console.log(`check-examples: ${files.length} examples compile (tsc --strict against ${tarball})`);
+  return undefined;
+}
 
 /**
  * Runs the marked block (its server URL swapped for the test server's), publishes
@@ -193,15 +215,26 @@ async function runQuickStart(url) {
   }
 }
 
-/** The installed `cg` without the OpenTelemetry SDK: --metrics-port must say what to install. */
-function checkMetricsError(url) {
-  const cg = join(work, "node_modules", ".bin", "cg");
-  const r = spawnSync(cg, ["-s", url, "static", "consume", "orders", "billing", "m2", "--metrics-port", "0"], { cwd: work, encoding: "utf8", timeout: 30_000 });
-  if (r.status !== 1 || !/npm install @opentelemetry\/api@\S+ @opentelemetry\/sdk-metrics@\S+ @opentelemetry\/exporter-prometheus@/.test(r.stderr)) {
-    return `cg consume --metrics-port without the OpenTelemetry SDK should exit 1 and say what to install; exit ${r.status}:\n${r.stdout}${r.stderr}`;
+/** The installed `cg` with the SDK installed: --metrics-port serves the member's metrics. */
+async function checkMetricsServed(url) {
+  const child = spawn(join(work, "node_modules", ".bin", "cg"), ["-s", url, "--json", "static", "consume", "orders", "billing", "m2", "--metrics-port", "0"], { cwd: work, stdio: ["ignore", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (c) => (stderr += c));
+  child.stdout.resume();
+  const exited = new Promise((resolve) => child.on("close", resolve));
+  try {
+    const up = await poll(() => /"metrics_url":"[^"]+"/.test(stderr), 30_000);
+    if (!up) return `cg consume --metrics-port 0 did not start serving within 30 s:\n${stderr}`;
+    const metricsUrl = /"metrics_url":"([^"]+)"/.exec(stderr)[1];
+    // m2 handles the orders the quick start left to it
+    const served = await poll(async () => /^messaging_process_duration_seconds_count\{.*pcg_member="m2".*\} [1-9]/m.test(await (await fetch(metricsUrl)).text()), 30_000);
+    if (!served) return `${metricsUrl} never showed m2's handled messages:\n${stderr}`;
+    console.log(`check-examples: with the SDK installed, the installed cg serves messaging_process_duration_seconds at ${metricsUrl}`);
+    return undefined;
+  } finally {
+    child.kill("SIGTERM");
+    await exited;
   }
-  console.log("check-examples: the installed cg reports METRICS_DEPENDENCY_MISSING for --metrics-port, with the npm install line");
-  return undefined;
 }
 
 /** Polls `check` every 50 ms until it is true or `ms` pass; resolves to whether it became true. */
