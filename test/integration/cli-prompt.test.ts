@@ -32,12 +32,12 @@ async function converse(p: CgProcess, steps: [string, string][]): Promise<void> 
 }
 
 describe("cli prompt", () => {
-  test("cli prompt - static prompt: help, ls, info, member-info, unknown command, no static drop", async () => {
+  test("cli prompt - static prompt: help, ls, info, member-info, describe, unknown command, no static drop, no consume or top", async () => {
     const stream = uniqueName("S");
     await addStaticStream(env.jsm, stream, 2);
     const group = uniqueName("g");
     assert.equal((await runCg(["-s", url, "static", "create", "balanced", stream, group, "2", "m1"])).code, 0);
-    const script = ["help", "ls", stream, `info ${stream} ${group}`, `minfo ${stream} ${group} m1`, "bogus things", `drop ${stream} ${group} m1`, "consume", "exit", ""].join("\n");
+    const script = ["help", "ls", stream, `info ${stream} ${group}`, `minfo ${stream} ${group} m1`, `describe ${stream} ${group}`, "bogus things", `drop ${stream} ${group} m1`, "consume", "top", "exit", ""].join("\n");
     const p = new CgProcess(["-s", url, "static", "prompt"], { input: script });
     const r = await p.exited(30_000);
     assert.equal(r.code, 0, r.stderr);
@@ -47,7 +47,10 @@ describe("cli prompt", () => {
     assert.match(r.stdout, /config: max members=2, filters=\[\]\nmembers: \[m1\]\ncurrently active members: \[\]\n\nPARTITION {2}MEMBER {2}ACTIVE\n0 {10}m1 {6}no\n1 {10}m1 {6}no\n/);
     assert.match(r.stdout, /member m1 is part of the consumer group membership\n/);
     assert.match(r.stdout, /unknown command: bogus\n/);
-    assert.match(r.stdout, /consume is not available in prompt mode/);
+    assert.match(r.stdout, /consume is not available in prompt mode: run "cg static consume <stream> <group> <member> \[--sleep 20ms\]" in another terminal/);
+    assert.match(r.stdout, /top is not available in prompt mode/);
+    assert.match(r.stdout, new RegExp(`static consumer group ${group} on stream ${stream} \\(described at `));
+    assert.match(r.stdout, /^describe \[stream name\] +describe a static consumer group/m, "help lists the table's commands");
     assert.match(r.stderr, /error: drop is only available in elastic mode/);
     assert.deepEqual((await getStaticConsumerGroupConfig(env.js, stream, group)).members, ["m1"], "static drop did nothing");
   });
