@@ -292,9 +292,18 @@ export class Dispatcher {
     this.pump();
   }
 
-  /** Messages held here that the server counts as pending acknowledgement. */
-  get unacked(): number {
-    return this.size;
+  /**
+   * Messages held here at or below stream sequence `seq`: of the consumer's unacked
+   * messages in a state read when it had delivered up to `seq`, those that are here
+   * (whatever arrived after that read has a higher sequence, or was counted in it).
+   */
+  heldUpTo(seq: number): number {
+    let n = 0;
+    for (const lane of this.lanes.values()) {
+      if (lane.head && lane.head.seq <= seq) n += 1;
+      for (const msg of lane.queue) if (msg.seq <= seq) n += 1;
+    }
+    return n;
   }
 
   /**

@@ -181,7 +181,9 @@ export class PinnedConsumer {
       while (!this.stopping) {
         const info = await this.handle?.info(false);
         if (!info) break;
-        const elsewhere = info.num_ack_pending - this.dispatcher.unacked;
+        // Unacked, minus what is here: deliveries that arrive while the request is out have
+        // higher sequences than the state it reads, and must not be subtracted from it.
+        const elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
         if (first) {
           this.dispatcher.endTakeover(elsewhere > 0 ? info.delivered.stream_seq : undefined);
           first = false;

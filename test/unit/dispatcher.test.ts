@@ -692,6 +692,8 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(log.handled, [], "nothing starts before the consumer's state is known");
     d.endTakeover(11); // the consumer had delivered up to 11, and some of it is unacked elsewhere
     assert.deepEqual(log.handled, [], "fresh messages wait behind the barrier (below seq 10)");
+    assert.equal(d.heldUpTo(9), 0, "what arrived after the consumer's state was read is not subtracted from it");
+    assert.equal(d.heldUpTo(11), 2);
     d.push(delivery(8, "a", 0, 2).js); // the dead owner's message comes back after its AckWait
     assert.deepEqual(log.handled, [8], "a redelivery below the barrier starts");
     d.push(delivery(12, "c").js);
