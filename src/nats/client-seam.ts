@@ -55,6 +55,20 @@ export function connectionOf(js: JetStreamClient): NatsConnection {
   return nc;
 }
 
+/** The version of the server behind a JetStream client, when the client knows it. */
+export function serverVersion(js: JetStreamClient): string | undefined {
+  return (js as unknown as { nc?: NatsConnection }).nc?.info?.version;
+}
+
+/**
+ * The number of messages after this one that a direct batch get reports (the
+ * `Nats-Num-Pending` header, which nats.js parses into a field it does not type).
+ */
+export function directGetPending(m: unknown): number {
+  const pending = (m as { pending?: unknown }).pending;
+  return typeof pending === "number" ? pending : 0;
+}
+
 /** The JetStream API prefix of a client (`$JS.API`, or the one of a domain or an import). */
 export function apiPrefix(js: JetStreamClient): string {
   const prefix = (js as unknown as { prefix?: unknown }).prefix;

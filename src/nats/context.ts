@@ -5,6 +5,7 @@
 import type { JetStreamClient, JetStreamManager, StreamInfo } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
+import { serverVersion } from "./client-seam.js";
 
 /** Checks that `js` looks like a nats.js JetStream client. */
 export function assertJetStreamClient(js: unknown): asserts js is JetStreamClient {
@@ -26,7 +27,7 @@ export async function managerOf(js: JetStreamClient): Promise<JetStreamManager> 
 
 /** The version of the server the client is connected to, when known. */
 export function serverVersionOf(js: JetStreamClient): string | undefined {
-  return (js as unknown as { nc?: { info?: { version?: string } } }).nc?.info?.version;
+  return serverVersion(js);
 }
 
 function atLeast(version: string, min: string): boolean {

@@ -135,7 +135,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
 
   private async info(): Promise<ConsumerInfoWithPin | undefined> {
     try {
-      return (await this.jsm.consumers.info(this.driver.consumerStream, this.driver.consumerName)) as unknown as ConsumerInfoWithPin;
+      return await this.jsm.consumers.info(this.driver.consumerStream, this.driver.consumerName);
     } catch {
       return undefined;
     }

@@ -11,6 +11,7 @@ import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-st
 import { managerOf, streamInfo } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 import { healthFindings, type HealthFinding } from "./health.js";
+import { directGetPending } from "../nats/client-seam.js";
 
 /** One member of a described group. */
 export interface MemberDescription {
@@ -143,7 +144,7 @@ async function countWithConsumer(jsm: JetStreamManager, stream: string, filter: 
 async function countWithDirectGet(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
   try {
     const batch = await jsm.direct.getBatch(stream, { seq: Math.max(1, fromSeq), next_by_subj: filter, batch: 1 });
-    for await (const m of batch) return 1 + ((m as unknown as { pending?: number }).pending ?? 0);
+    for await (const m of batch) return 1 + directGetPending(m);
     return 0;
   } catch (err) {
     if (String(err).includes("404") || String(err).toLowerCase().includes("not found")) return 0;

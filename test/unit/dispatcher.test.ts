@@ -683,7 +683,7 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(third.calls, ["nak(1000)"]);
   });
 
-  test("dispatcher - takeover barrier: fresh messages wait while the previous owner's unacked ones are still to come back", async () => {
+  test("dispatcher - takeover barrier: fresh messages wait while the previous owner's unacked ones are still to come back", () => {
     const { events, log } = recorder();
     const d = new Dispatcher(() => undefined, policy({ mode: "key" }), events);
     d.beginTakeover();

@@ -57,19 +57,19 @@ class FakeWatch implements ConfigWatch<Cfg> {
   stopped = false;
   readonly events: AsyncIterable<ConfigEvent<Cfg>>;
   constructor() {
-    const self = this;
-    this.events = (async function* () {
-      for (;;) {
-        const next = self.queue.shift();
-        if (next instanceof Error) throw next;
-        if (next) {
-          yield next;
-          continue;
-        }
-        if (self.stopped) return;
-        await new Promise<void>((resolve) => (self.wake = resolve));
+    this.events = { [Symbol.asyncIterator]: () => this.iterate() };
+  }
+  private async *iterate(): AsyncGenerator<ConfigEvent<Cfg>> {
+    for (;;) {
+      const next = this.queue.shift();
+      if (next instanceof Error) throw next;
+      if (next) {
+        yield next;
+        continue;
       }
-    })();
+      if (this.stopped) return;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
   }
   push(e: ConfigEvent<Cfg> | Error): void {
     this.queue.push(e);
