@@ -18,7 +18,7 @@
 // Names an example uses without defining (the `js` of an earlier block, the
 // user's own `ship()`…) are declared once in scripts/examples-preamble.d.ts.
 import { spawn, spawnSync } from "node:child_process";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -144,8 +144,17 @@ if (failure) {
 }
 console.log(`check-examples: OK in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
-/** The installed `cg` without the OpenTelemetry SDK: --metrics-port must say what to install. */
+/**
+ * The package as installed: no test code or source maps in the tarball, no
+ * OpenTelemetry package in a library user's node_modules; and the installed `cg`
+ * without the OpenTelemetry SDK: --metrics-port must say what to install.
+ */
 function checkMetricsMissing(url) {
+  const shipped = run("tar", ["-tzf", join(work, tarball)]).trim().split("\n");
+  const unwanted = shipped.filter((f) => !/^package\/(package\.json|README\.md|LICENSE|dist\/src\/.+\.(js|d\.ts))$/.test(f));
+  if (unwanted.length > 0) return `the tarball ships more than dist/src's .js and .d.ts: ${unwanted.slice(0, 10).join(", ")}`;
+  if (existsSync(join(work, "node_modules", "@opentelemetry"))) return "installing the package pulled an OpenTelemetry package: library users should get none";
+  console.log(`check-examples: the tarball holds ${shipped.length} files (package.json, README, dist/src .js and .d.ts), and installs no OpenTelemetry package`);
   const r = spawnSync(join(work, "node_modules", ".bin", "cg"), ["-s", url, "static", "consume", "orders", "billing", "m2", "--metrics-port", "0"], { cwd: work, encoding: "utf8", timeout: 30_000 });
   if (r.status !== 1 || !/npm install @opentelemetry\/api@\S+ @opentelemetry\/sdk-metrics@\S+ @opentelemetry\/exporter-prometheus@/.test(r.stderr)) {
     return `cg consume --metrics-port without the OpenTelemetry SDK should exit 1 and say what to install; exit ${r.status}:\n${r.stdout}${r.stderr}`;
