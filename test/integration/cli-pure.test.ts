@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { UsageError } from "../../src/cli/errors.js";
+import { CliError, UsageError } from "../../src/cli/errors.js";
+import { loadMetricsSdk } from "../../src/cli/metrics-endpoint.js";
 import { colourEnabled, styler } from "../../src/cli/output.js";
 import { formatDuration, parseDuration, parseMapping, parsePartitionList, parsePositiveInt, parseWildcards } from "../../src/cli/parse.js";
 import { PARTITION_ROWS_LIMIT, list, renderInfo, renderMessage, table } from "../../src/cli/render.js";
@@ -92,5 +93,21 @@ describe("cli pure", () => {
     } finally {
       await rm(xdg, { recursive: true, force: true });
     }
+  });
+
+  test("cli metrics - a missing OpenTelemetry SDK is METRICS_DEPENDENCY_MISSING with the npm line; other load errors pass through", async () => {
+    const missing = (name: string): Promise<unknown> => Promise.reject(Object.assign(new Error(`Cannot find package '${name}'`), { code: "ERR_MODULE_NOT_FOUND" }));
+    await assert.rejects(loadMetricsSdk(missing), (err: unknown) => {
+      assert.ok(err instanceof CliError);
+      assert.equal(err.code, "METRICS_DEPENDENCY_MISSING");
+      assert.match(err.message, /npm install @opentelemetry\/api@\S+ @opentelemetry\/sdk-metrics@\S+ @opentelemetry\/exporter-prometheus@\S+/);
+      assert.match(err.message, /Cannot find package '@opentelemetry\//, "says what failed to load");
+      return true;
+    });
+    const broken = new SyntaxError("Unexpected token");
+    await assert.rejects(loadMetricsSdk(() => Promise.reject(broken)), (err: unknown) => err === broken);
+    const loaded = await loadMetricsSdk();
+    assert.equal(typeof loaded.sdk.MeterProvider, "function", "the devDependencies load");
+    assert.equal(typeof loaded.exporter.PrometheusExporter, "function");
   });
 });
