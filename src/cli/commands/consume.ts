@@ -56,30 +56,34 @@ export interface ConsumeTarget {
   member: string;
   /** Simulated processing time per message, in ms. */
   sleepMs: number;
-  /** Serve Prometheus metrics here while consuming (default: `--metrics-port`/`--metrics-host` of the command line). */
+  /** Serve Prometheus metrics here while consuming. */
   metrics?: MetricsEndpointOptions;
 }
 
-/** The metrics endpoint the consume command being run asked for (set by its preAction hook, taken by {@link runConsume}). */
-let requestedMetrics: MetricsEndpointOptions | undefined;
+/**
+ * `--metrics-port` and `--metrics-host` of a consume command: with a port, {@link runConsume}
+ * serves the member's metrics in the Prometheus text format.
+ */
+export function metricsOptions(): Option[] {
+  return [
+    new Option("--metrics-port <port>", "serve the member's metrics for Prometheus at http://<metrics-host>:<port>/metrics (0 picks a free port, printed on stderr)").argParser(arg(parseMetricsPort)),
+    new Option("--metrics-host <host>", "the address the metrics endpoint listens on").default(DEFAULT_METRICS_HOST),
+  ];
+}
 
 /**
- * Adds `--metrics-port` and `--metrics-host` to a consume command: with a port,
- * {@link runConsume} serves the member's metrics in the Prometheus text format.
+ * The metrics endpoint a consume command line asks for, if any.
+ *
+ * @param cmd - the consume command, after parsing
+ * @throws UsageError for `--metrics-host` without `--metrics-port`
  */
-export function addMetricsOptions(cmd: Command): Command {
-  return cmd
-    .addOption(new Option("--metrics-port <port>", "serve the member's metrics for Prometheus at http://<metrics-host>:<port>/metrics (0 picks a free port, printed on stderr)").argParser(arg(parseMetricsPort)))
-    .addOption(new Option("--metrics-host <host>", "the address the metrics endpoint listens on").default(DEFAULT_METRICS_HOST))
-    .hook("preAction", (_hooked, action) => {
-      const opts = action.opts<{ metricsPort?: number; metricsHost: string }>();
-      if (opts.metricsPort === undefined) {
-        if (action.getOptionValueSource("metricsHost") === "cli") throw new UsageError("--metrics-host needs --metrics-port");
-        requestedMetrics = undefined;
-        return;
-      }
-      requestedMetrics = { port: opts.metricsPort, host: opts.metricsHost };
-    });
+export function requestedMetrics(cmd: Command): MetricsEndpointOptions | undefined {
+  const opts = cmd.opts<{ metricsPort?: number; metricsHost: string }>();
+  if (opts.metricsPort === undefined) {
+    if (cmd.getOptionValueSource("metricsHost") === "cli") throw new UsageError("--metrics-host needs --metrics-port");
+    return undefined;
+  }
+  return { port: opts.metricsPort, host: opts.metricsHost };
 }
 
 /**
@@ -88,8 +92,7 @@ export function addMetricsOptions(cmd: Command): Command {
  * @throws ExitRequest with 130/143 after a signal; the instance's error when it stopped because of one
  */
 export async function runConsume(session: Session, target: ConsumeTarget): Promise<void> {
-  const metrics = target.metrics ?? requestedMetrics;
-  requestedMetrics = undefined;
+  const metrics = target.metrics;
   // Listen first: a busy port fails the command before the member joins.
   const endpoint: MetricsEndpoint | undefined = metrics ? await startMetricsEndpoint(metrics) : undefined;
   try {

@@ -90,8 +90,6 @@ export interface CommandSpec {
   subcommands?: readonly CommandSpec[];
   /** Runs it; absent for a command that only groups subcommands. */
   run?: (call: Invocation) => Promise<void>;
-  /** Changes the commander command further (hooks), after it is built. */
-  configure?: (cmd: Command, kind: GroupKind | undefined) => void;
   /** In the prompt: how it runs there, or why it is not available (a flavour command must say which). */
   prompt?: PromptSpec | { unavailable: PerKind<string> };
 }
@@ -144,7 +142,6 @@ export function addCommand(parent: Command, spec: CommandSpec, kind: GroupKind |
       await run({ kind, args: params.slice(0, arity), opts: self.opts(), cmd: self });
     });
   }
-  spec.configure?.(cmd, kind);
   const lines = spec.examples === undefined ? [] : perKind(spec.examples, kind);
   if (lines.length > 0) addExamples(cmd, [...lines]);
   return cmd;
