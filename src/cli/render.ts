@@ -174,6 +174,20 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "consumer_lost", ...base, reason: status.reason };
     case "consumer_error":
       return { event: "consumer_error", ...base, error: status.error.message, code: status.error.code, retry_in_ms: status.retryInMs };
+    case "dead_lettered":
+      return { event: "dead_lettered", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, dead_letter_subject: status.deadLetterSubject };
+    case "blocked":
+      return { event: "blocked", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, lane: status.lane };
+    case "ack_failed":
+      return { event: "ack_failed", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq };
+    case "drain_timeout":
+      return { event: "drain_timeout", ...base, running: status.running, waited_ms: status.waitedMs };
+    case "watch_error":
+      return { event: "watch_error", ...base, error: status.error.message, code: status.error.code, retry_in_ms: status.retryInMs };
+    case "watch_restarted":
+      return { event: "watch_restarted", ...base, revision: status.revision, attempts: status.attempts };
+    case "events_dropped":
+      return { event: "events_dropped", ...base, count: status.count };
     case "stopped":
       return status.error ? { event: "stopped", ...base, error: errorText(status.error) } : { event: "stopped", ...base };
     default:
@@ -211,7 +225,19 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
     case "consumer_error":
       return `${head} ${s.red("error")}: ${String(doc["error"])}; retrying in ${formatDuration(Number(doc["retry_in_ms"]))}`;
     case "ack_failed":
-      return `${head} ${s.red("ack failed")}: ${String(doc["error"])}`;
+      return `${head} ${s.red("ack failed")}${doc["seq"] === undefined ? "" : ` on seq ${String(doc["seq"])}`}: ${String(doc["error"])}`;
+    case "dead_lettered":
+      return `${head} ${s.yellow("dead-lettered")} seq ${String(doc["seq"])} to ${String(doc["dead_letter_subject"])}: ${String(doc["error"])}`;
+    case "blocked":
+      return `${head} ${s.red("blocked")}: seq ${String(doc["seq"])} keeps failing and has no dead-letter subject; its key waits (${String(doc["error"])})`;
+    case "drain_timeout":
+      return `${head} ${s.yellow("drain timeout")}: ${String(doc["running"])} handler(s) still running after ${formatDuration(Number(doc["waited_ms"]))}; their signal is aborted, still waiting for them`;
+    case "watch_error":
+      return `${head} ${s.yellow("config watch failed")}: ${String(doc["error"])}; re-opening in ${formatDuration(Number(doc["retry_in_ms"]))} (still consuming)`;
+    case "watch_restarted":
+      return `${head} config watch re-opened at revision ${String(doc["revision"])} after ${String(doc["attempts"])} attempt(s)`;
+    case "events_dropped":
+      return `${head} ${s.yellow(`${String(doc["count"])} status events dropped`)} (not read in time)`;
     case "stopping":
       return `${head} ${String(doc["signal"])} received: finishing the message in flight, then stopping (again to force)`;
     case "stopped":
