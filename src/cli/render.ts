@@ -225,7 +225,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
     case "consumer_error":
       return `${head} ${s.red("error")}: ${String(doc["error"])}; retrying in ${formatDuration(Number(doc["retry_in_ms"]))}`;
     case "ack_failed":
-      return `${head} ${s.red("ack failed")}${doc["seq"] === undefined ? "" : ` on seq ${String(doc["seq"])}`}: ${String(doc["error"])}`;
+      return `${head} ${s.red("ack failed")}${typeof doc["seq"] === "number" ? ` on seq ${doc["seq"]}` : ""}: ${String(doc["error"])}`;
     case "dead_lettered":
       return `${head} ${s.yellow("dead-lettered")} seq ${String(doc["seq"])} to ${String(doc["dead_letter_subject"])}: ${String(doc["error"])}`;
     case "blocked":
