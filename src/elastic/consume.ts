@@ -1,7 +1,7 @@
 /**
  * `elasticConsume`: runs one instance of an elastic group's member.
  */
-import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters, memberPartitions } from "../core/assignment.js";
 import { sameElasticSettings, sameMembership } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
@@ -13,22 +13,12 @@ import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "
 import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
-import { currentPin, startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode } from "../nats/server-errors.js";
-import type { EnsureResult } from "../nats/member-port.js";
 
 function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
   const wq = workQueueStreamName(stream, group);
   const consumerName = elasticConsumerName(member);
-  const add = async (jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<EnsureResult> => {
-    try {
-      await jsm.consumers.add(wq, config);
-      return "ready";
-    } catch (err) {
-      if (apiErrorCode(err) === ApiCode.WorkQueueFilterNotUnique) return "busy";
-      throw err;
-    }
-  };
   return {
     kind: "elastic",
     flavour: ELASTIC,
@@ -63,23 +53,21 @@ function elasticDriver(stream: string, group: string, member: string, template: 
     },
     async createConsumer(jsm, config) {
       try {
-        return await add(jsm, config);
+        await jsm.consumers.add(wq, config);
+        return "ready";
       } catch (err) {
-        // 10148: it exists with other filters (a stale membership). Unless another instance of this
-        // member runs in another concurrency mode, it is replaced as Go does, but only once it is
-        // abandoned: a pinned instance may still be draining it, and deletes it itself when done.
-        if (apiErrorCode(err) !== ApiCode.ConsumerAlreadyExists) throw err;
+        const code = apiErrorCode(err);
+        // 10100: another member still holds some of these partitions until it has drained them.
+        if (code === ApiCode.WorkQueueFilterNotUnique) return "busy";
+        // 10148: it exists with other filters (a stale membership). Go deletes and recreates it; here
+        // an instance deletes only the consumer it joined, after draining it. Any other copy is either
+        // still in use (a pinned instance draining it, whose handlers may outlive the pin timer under
+        // load) or abandoned, and the server itself removes an abandoned one after inactive_threshold,
+        // counting acks and working() as activity: waiting for that is the one safe signal.
+        if (code !== ApiCode.ConsumerAlreadyExists) throw err;
         const modes = await describeModeConflict(jsm, wq, consumerName, config);
         if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`, { cause: err });
-        const existing = await jsm.consumers.info(wq, consumerName).catch(() => undefined);
-        // Someone pinned to it or still pulling from it is alive: it is theirs to drain and delete.
-        if (existing && (currentPin(existing) || existing.num_waiting > 0)) return "busy";
-        try {
-          await jsm.consumers.delete(wq, consumerName);
-        } catch (deleteErr) {
-          if (apiErrorCode(deleteErr) !== ApiCode.ConsumerNotFound) throw deleteErr;
-        }
-        return add(jsm, config);
+        return "busy";
       }
     },
     async cleanup() {

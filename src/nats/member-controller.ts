@@ -323,8 +323,16 @@ export class MemberController<C> implements ConsumerGroupMember {
     if (this.stopped || this.stopAsked) return;
     if (ready === "busy") {
       // Another owner still holds the consumer or some of our partitions until it has drained and
-      // released them: retry every ~100 ms for a few seconds, then back off to Go's tick.
-      return this.retryJoin(this.joinAttempts < 40 ? 50 + Math.random() * 100 : this.timing.rejoinTickMs);
+      // released them: retry every ~100 ms for a few seconds, then back off to Go's tick (and say so).
+      const slow = this.joinAttempts >= 40;
+      const waiting =
+        this.joinAttempts === 40
+          ? new ConsumerGroupError(
+              "CONSUMER_CONFLICT",
+              `member "${this.member}" still cannot create its consumer "${this.port.consumerName}": another member still holds some of its partitions, or an earlier "${this.port.consumerName}" with other partitions is still in use (or not yet removed by the server's inactive_threshold); still retrying`,
+            )
+          : undefined;
+      return this.retryJoin(slow ? this.timing.rejoinTickMs : 50 + Math.random() * 100, waiting);
     }
     // Handlers of newly gained partitions start only after onAssigned resolved.
     const partitions = this.partitions();

@@ -47,7 +47,7 @@ export interface MemberDriver<C> {
 type ConsumerInfoWithPin = { created?: string; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 /** The pin id currently held on a consumer, from its info. */
-export function currentPin(info: unknown): string | undefined {
+function currentPin(info: unknown): string | undefined {
   return (info as ConsumerInfoWithPin).priority_groups?.find((g) => g.group === PRIORITY_GROUP)?.pinned_client_id || undefined;
 }
 
