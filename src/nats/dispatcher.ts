@@ -159,17 +159,11 @@ export class Dispatcher {
   private drained = false;
   /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
   private holdTimer: NodeJS.Timeout | undefined;
-  /** True from a pin takeover until the consumer's state was checked: nothing starts. */
-  private takingOver = false;
   /**
-   * After a takeover, while messages delivered to the previous owner are still unacked:
-   * only messages at or below this stream sequence (their redeliveries) may start.
+   * True from a pin takeover until every message the previous owner held unacked is
+   * back here (or settled): nothing starts, so the lanes can put them in order first.
    */
-  private barrierSeq: number | undefined;
-  /** The lowest sequence delivered fresh (delivery count 1) since the takeover began. */
-  private firstFreshSeq = Number.POSITIVE_INFINITY;
-  /** Lanes whose next message waits behind the barrier. */
-  private barred: Lane[] = [];
+  private takingOver = false;
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
   private yielding = false;
   /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
@@ -210,7 +204,6 @@ export class Dispatcher {
     }
     const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal);
     this.yielding = false; // a delivery means this instance holds the pin (again)
-    if (msg.info.deliveryCount === 1 && msg.seq < this.firstFreshSeq) this.firstFreshSeq = msg.seq;
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
     if (done === "term") return m.term();
@@ -261,34 +254,26 @@ export class Dispatcher {
   }
 
   /**
-   * This instance just took the pin over: nothing starts until {@link endTakeover}
-   * says which messages may (the consumer's state is being read).
+   * This instance just took the pin over: nothing starts until {@link endTakeover}.
+   * Messages the previous owner received and did not ack (it crashed, or lost its pin)
+   * come back only when their AckWait runs out, in no particular order, while fresh
+   * ones keep coming: started early, a key's later message would overtake them.
    */
   beginTakeover(): void {
     if (this.stopping) return;
     this.takingOver = true;
-    this.firstFreshSeq = Number.POSITIVE_INFINITY;
   }
 
-  /**
-   * The consumer's state is known. With `deliveredSeq` (the consumer's delivered stream
-   * sequence), messages delivered to the previous owner and not acked are still to come
-   * back: they all lie below the first message delivered fresh to this instance since
-   * the takeover (and at or below `deliveredSeq`), and only messages there start until
-   * {@link liftBarrier}, so no key's later message runs before them.
-   */
-  endTakeover(deliveredSeq: number | undefined): void {
-    this.takingOver = false;
-    if (deliveredSeq === undefined) return this.liftBarrier();
-    this.barrierSeq = Math.min(deliveredSeq, this.firstFreshSeq - 1);
-    this.pump();
+  /** True while a takeover holds every start. */
+  get holdingForTakeover(): boolean {
+    return this.takingOver;
   }
 
-  /** Everything the previous owner held is settled or here: all messages may start. */
-  liftBarrier(): void {
+  /** Everything the previous owner held is settled or here: start, in each lane's order. */
+  endTakeover(): void {
+    if (!this.takingOver) return;
     this.takingOver = false;
-    this.barrierSeq = undefined;
-    for (const lane of this.barred.splice(0)) this.schedule(lane);
+    for (const lane of this.lanes.values()) this.schedule(lane);
     this.pump();
   }
 
@@ -334,7 +319,6 @@ export class Dispatcher {
     this.queuedCount = 0;
     this.ready.length = 0;
     this.retries.length = 0;
-    this.barred.length = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
@@ -383,10 +367,6 @@ export class Dispatcher {
         lane.ready = false;
         const msg = lane.queue[0];
         if (lane.head || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
-        if (this.barrierSeq !== undefined && msg.seq > this.barrierSeq) {
-          this.barred.push(lane);
-          continue;
-        }
         lane.queue.shift();
         lane.queued.delete(msg.seq);
         this.queuedCount -= 1;
@@ -629,7 +609,6 @@ export class Dispatcher {
     clearTimeout(this.holdTimer);
     this.holdTimer = undefined;
     this.ready.length = 0;
-    this.barred.length = 0;
     // Heads waiting for a retry (backing off, or due and queued for a slot) go back now: nothing runs them any more.
     for (const lane of [...this.lanes.values()]) {
       const head = lane.head;

@@ -62,6 +62,8 @@ export class PinnedConsumer {
   /** True while the gate withholds a pull. */
   private gateShut = false;
   private keepAlive: NodeJS.Timeout | undefined;
+  /** When the current takeover began, while it waits for the previous owner's messages. */
+  private takeoverSince: number | undefined;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -125,7 +127,7 @@ export class PinnedConsumer {
       messages.stop();
       throw err;
     }
-    this.gate = gatePulls(messages, (outstanding) => this.settings.localBufferCap - this.dispatcher.size - outstanding);
+    this.gate = gatePulls(messages, (outstanding) => this.allowance(outstanding));
     this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
     this.keepAlive.unref();
     void this.watchStatus(messages);
@@ -166,35 +168,41 @@ export class PinnedConsumer {
   }
 
   /**
-   * After a takeover: messages the previous owner received and did not ack (it crashed,
-   * or lost its pin) are redelivered only when their AckWait runs out, while fresh ones
-   * keep coming. Until the consumer's unacked count is down to what this instance holds,
-   * only messages up to the consumer's delivered sequence at takeover (those
-   * redeliveries) may start, so a key's later message never overtakes them. A planned
-   * handoff leaves nothing unacked: one info request and the barrier is gone.
+   * After a takeover, until the consumer's unacked count is down to what this instance
+   * holds, nothing starts (see `Dispatcher.beginTakeover`). A planned handoff leaves
+   * nothing unacked: one info request and it starts. After a crash the previous owner's
+   * messages come back within an AckWait; the gate keeps one pull going for them even
+   * when the local buffer is full (the server sends due redeliveries before fresh messages).
    */
   private async checkTakeover(): Promise<void> {
+    const started = performance.now();
+    this.takeoverSince = started;
     // A previous owner still alive (a step-down) may run handlers for a while; the cap only guards against a miscount.
-    const deadline = performance.now() + Math.max(10 * this.settings.pinnedTtlMs, 30_000);
-    let first = true;
+    const deadline = started + Math.max(10 * this.settings.pinnedTtlMs, 30_000);
     try {
-      while (!this.stopping) {
+      while (!this.stopping && this.dispatcher.holdingForTakeover) {
         const info = await this.handle?.info(false);
         if (!info) break;
         // Unacked, minus what is here: deliveries that arrive while the request is out have
         // higher sequences than the state it reads, and must not be subtracted from it.
         const elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
-        if (first) {
-          this.dispatcher.endTakeover(elsewhere > 0 ? info.delivered.stream_seq : undefined);
-          first = false;
-        }
         if (elsewhere <= 0 || performance.now() > deadline) break;
+        this.gate?.resume();
         await new Promise((resolve) => setTimeout(resolve, Math.min(250, this.settings.pinnedTtlMs / 4)));
       }
     } catch {
-      // no consumer info (gone, or no permission): nothing better to go by than the hold
+      // no consumer info (gone, or no permission): nothing better to go by
     }
-    this.dispatcher.liftBarrier();
+    this.takeoverSince = undefined;
+    this.dispatcher.endTakeover();
+  }
+
+  /** What the gate lets a pull ask for: room in the local buffer, or one message for a takeover that waits for redeliveries. */
+  private allowance(outstanding: number): number {
+    const room = this.settings.localBufferCap - this.dispatcher.size - outstanding;
+    if (room > 0) return room;
+    const since = this.takeoverSince;
+    return since !== undefined && outstanding === 0 && performance.now() - since >= this.settings.pinnedTtlMs ? 1 : 0;
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
