@@ -68,7 +68,14 @@ export interface ConsumeOptions extends MemberLifecycle {
    * the template's `max_deliver` if set, else 5; backoff 100, 500, 1000, 2000, 5000 ms.
    * `false` (the serial default): a failed message is nak'ed for immediate redelivery.
    */
-  retry?: { maxDeliver?: number; backoffMs?: number | number[] } | false;
+  retry?:
+    | {
+        /** Attempts before the message is dead-lettered (or its key blocks). */
+        maxDeliver?: number;
+        /** The wait before each next attempt, in ms: one value, or one per attempt (the last repeats). */
+        backoffMs?: number | number[];
+      }
+    | false;
   /**
    * In Go's serial mode without `retry`, a failed message is nak'ed for redelivery after
    * this delay, chosen by its delivery count (the last step repeats). Default

@@ -123,12 +123,19 @@ function isPromiseLike(value: unknown): value is PromiseLike<void> {
 
 /** Header names of a dead letter. */
 export const DeadLetterHeaders = {
+  /** The stream the message came from (the source stream, in elastic groups). */
   OriginStream: "Pcg-Origin-Stream",
+  /** Its sequence in that stream. */
   OriginSequence: "Pcg-Origin-Sequence",
+  /** Its partition. */
   Partition: "Pcg-Partition",
+  /** Its key ("" when the key function failed for it). */
   Key: "Pcg-Key",
+  /** How many times a handler ran it. */
   DeliveryCount: "Pcg-Delivery-Count",
+  /** The last error, on one line, at most 1,024 characters. */
   Error: "Pcg-Error",
+  /** Its subject, without the partition token. */
   Subject: "Pcg-Subject",
 } as const;
 

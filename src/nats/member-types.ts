@@ -10,47 +10,172 @@ import type { MessageHandler } from "./pinned-consumer.js";
 /** What a member instance reports on {@link ConsumerGroupMember.status}. */
 export type MemberStatus =
   /** The instance created or bound its consumer and pulls for these partitions. */
-  | { type: "joined"; partitions: number[] }
+  | {
+      /** The kind of event. */
+      type: "joined";
+      /** The member's partitions now. */
+      partitions: number[];
+    }
   /** The member has no partitions under the current config (not in membership, over the cap, or an empty mapping); it idles. */
-  | { type: "idle"; reason: string }
+  | {
+      /** The kind of event. */
+      type: "idle";
+      /** Why, in words. */
+      reason: string;
+    }
   /** The member's partitions changed (elastic membership change). */
-  | { type: "partitions_changed"; partitions: number[]; assigned: number[]; revoked: number[] }
+  | {
+      /** The kind of event. */
+      type: "partitions_changed";
+      /** The member's partitions now. */
+      partitions: number[];
+      /** Partitions gained. */
+      assigned: number[];
+      /** Partitions given up. */
+      revoked: number[];
+    }
   /** The config changed without changing this member's partitions. */
-  | { type: "config_changed"; revision: number }
+  | {
+      /** The kind of event. */
+      type: "config_changed";
+      /** The KV revision of the config. */
+      revision: number;
+    }
   /** This instance is now the pinned (active) one. */
-  | { type: "pinned"; pinId: string }
+  | {
+      /** The kind of event. */
+      type: "pinned";
+      /** The pin id the server gave this instance. */
+      pinId: string;
+    }
   /** This instance lost its pin and is a standby. */
-  | { type: "unpinned" }
+  | {
+      /** The kind of event. */
+      type: "unpinned";
+    }
   /** A handler threw or rejected (attempt n); it is retried in place, or nak'ed for redelivery in Go's default serial mode. */
-  | { type: "handler_error"; error: unknown; subject: string; partition: number; seq: number; attempt: number }
+  | {
+      /** The kind of event. */
+      type: "handler_error";
+      /** What went wrong. */
+      error: unknown;
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message (of the work-queue stream in elastic groups). */
+      seq: number;
+      /** The attempt that failed, from 1. */
+      attempt: number;
+    }
   /** A message failed `maxDeliver` times and was published to the dead-letter subject, then terminated. */
-  | { type: "dead_lettered"; subject: string; partition: number; seq: number; deadLetterSubject: string; error: unknown }
+  | {
+      /** The kind of event. */
+      type: "dead_lettered";
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message (of the work-queue stream in elastic groups). */
+      seq: number;
+      /** Where the dead letter was published. */
+      deadLetterSubject: string;
+      /** What went wrong. */
+      error: unknown;
+    }
   /** A message failed `maxDeliver` times and there is no dead-letter subject: its key (or partition) waits for it. */
-  | { type: "blocked"; lane: string; subject: string; partition: number; seq: number; error: unknown }
+  | {
+      /** The kind of event. */
+      type: "blocked";
+      /** The key (or partition) that waits. */
+      lane: string;
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message (of the work-queue stream in elastic groups). */
+      seq: number;
+      /** What went wrong. */
+      error: unknown;
+    }
   /** The member's consumer disappeared under a running instance; it is being recreated. */
-  | { type: "consumer_lost"; reason: string }
+  | {
+      /** The kind of event. */
+      type: "consumer_lost";
+      /** Why, in words. */
+      reason: string;
+    }
   /**
    * Creating or using the consumer failed for now; the instance retries. A missing
    * permission (code `PERMISSION_DENIED`) names the subject and the operation.
    */
-  | { type: "consumer_error"; error: ConsumerGroupError; retryInMs: number }
+  | {
+      /** The kind of event. */
+      type: "consumer_error";
+      /** What went wrong. */
+      error: ConsumerGroupError;
+      /** When the next attempt is made, in ms. */
+      retryInMs: number;
+    }
   /**
    * Handlers were still running when the drain timeout (`drainTimeoutMs`) passed, on
    * `stop()` or a rebalance. Their `msg.signal` is now aborted; the instance keeps
    * sending `working()` for them and releases their partitions only once they settled,
    * so no message ever runs twice at once.
    */
-  | { type: "drain_timeout"; running: number; waitedMs: number }
+  | {
+      /** The kind of event. */
+      type: "drain_timeout";
+      /** Handlers still running. */
+      running: number;
+      /** How long the drain waited before this event, in ms. */
+      waitedMs: number;
+    }
   /** The config watch failed (e.g. the KV stream lost quorum); it is re-opened with backoff while the member keeps consuming. */
-  | { type: "watch_error"; error: ConsumerGroupError; retryInMs: number }
+  | {
+      /** The kind of event. */
+      type: "watch_error";
+      /** What went wrong. */
+      error: ConsumerGroupError;
+      /** When the next attempt is made, in ms. */
+      retryInMs: number;
+    }
   /** The config watch was re-opened after a failure; the config was re-read at `revision`. */
-  | { type: "watch_restarted"; revision: number; attempts: number }
+  | {
+      /** The kind of event. */
+      type: "watch_restarted";
+      /** The KV revision of the config. */
+      revision: number;
+      /** The attempts it took. */
+      attempts: number;
+    }
   /** A handler succeeded but its ack was not confirmed: the message may be redelivered (it is not counted as handled). */
-  | { type: "ack_failed"; subject: string; partition: number; seq: number; error: unknown }
+  | {
+      /** The kind of event. */
+      type: "ack_failed";
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message (of the work-queue stream in elastic groups). */
+      seq: number;
+      /** What went wrong. */
+      error: unknown;
+    }
   /** Events were dropped because nobody read this status iterator: `count` since the last event read. */
-  | { type: "events_dropped"; count: number }
+  | {
+      /** The kind of event. */
+      type: "events_dropped";
+      /** Events dropped since the last one read. */
+      count: number;
+    }
   /** The instance stopped; `error` is set when it stopped because of one. */
-  | { type: "stopped"; error?: Error };
+  | {
+      /** The kind of event. */
+      type: "stopped";
+      /** The error that stopped it, when one did. */
+      error?: Error;
+    };
 
 /** A running member instance. */
 export interface ConsumerGroupMember {
