@@ -101,7 +101,7 @@ export interface MemberGauges {
  */
 export function createMemberMetrics(labels: { stream: string; group: string; member: string }, gauges: MemberGauges, provider?: MeterProvider): MemberMetrics {
   const meterProvider = provider ?? otel?.metrics.getMeterProvider();
-  if (!meterProvider) return NOOP;
+  if (!meterProvider) return NOOP_METRICS;
   const meter = meterProvider.getMeter(METER_NAME);
   const A = MetricAttributes;
   const base: Attributes = { [A.system]: "nats", [A.destination]: labels.stream, [A.group]: labels.group, [A.member]: labels.member };
@@ -143,7 +143,8 @@ export function createMemberMetrics(labels: { stream: string; group: string; mem
   };
 }
 
-const NOOP: MemberMetrics = {
+/** Metrics that record nothing: without a MeterProvider, and in tests. */
+export const NOOP_METRICS: MemberMetrics = {
   handled: () => undefined,
   failed: () => undefined,
   redelivered: () => undefined,

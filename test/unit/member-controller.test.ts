@@ -11,7 +11,7 @@ import type { ConfigEvent, StoredConfig } from "../../src/nats/config-store.js";
 import { MemberController } from "../../src/nats/member-controller.js";
 import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort } from "../../src/nats/member-port.js";
 import type { MemberSettings, MemberStatus } from "../../src/nats/member-types.js";
-import type { MemberMetrics } from "../../src/nats/metrics.js";
+import { NOOP_METRICS } from "../../src/nats/metrics.js";
 import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
 
 /** A config is just the member's partitions; `bad` makes it unusable. */
@@ -159,15 +159,6 @@ class FakePort implements MemberPort<Cfg> {
   }
 }
 
-const NOOP_METRICS: MemberMetrics = {
-  handled: () => undefined,
-  failed: () => undefined,
-  redelivered: () => undefined,
-  deadLettered: () => undefined,
-  pinChanged: () => undefined,
-  rebalanced: () => undefined,
-  close: () => undefined,
-};
 
 interface Harness {
   port: FakePort;
