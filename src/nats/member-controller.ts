@@ -44,8 +44,6 @@ export type MemberState =
 export interface ControllerTiming {
   /** Go's elastic retry tick: AckWait + 500 ms. */
   rejoinTickMs: number;
-  /** How long a permission error waits before the next attempt. */
-  pullExpiryMs: number;
 }
 
 const WATCH_BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10_000];

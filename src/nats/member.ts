@@ -276,7 +276,7 @@ export async function startMember<C>(
     member,
     current,
     settings,
-    { rejoinTickMs: rejoinTickMs(settings.ackWaitMs), pullExpiryMs: pullExpiryMs(settings.ackWaitMs) },
+    { rejoinTickMs: rejoinTickMs(settings.ackWaitMs) },
     metrics,
   );
   port.report = (error, retryInMs) => controller.reportError(error, retryInMs);

@@ -188,7 +188,7 @@ function harness(partitions: number[], overrides: Partial<MemberSettings> = {}, 
     },
     ...overrides,
   };
-  const controller = new MemberController<Cfg>(port, "s", "g", "m1", { config: { partitions }, revision: 1 }, settings, { rejoinTickMs: 2500, pullExpiryMs: 1000 }, NOOP_METRICS);
+  const controller = new MemberController<Cfg>(port, "s", "g", "m1", { config: { partitions }, revision: 1 }, settings, { rejoinTickMs: 2500 }, NOOP_METRICS);
   const events: MemberStatus[] = [];
   void (async () => {
     for await (const e of controller.status()) events.push(e);
