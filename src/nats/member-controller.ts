@@ -34,7 +34,7 @@ export type MemberState =
   /** Pulling and handling. */
   | { name: "consuming"; session: ConsumeSession }
   /** Giving partitions up: handlers finish, buffered messages go back, then the consumer is recreated or released. */
-  | { name: "draining"; session: ConsumeSession; next: "rejoin" | "stop" }
+  | { name: "draining"; session: ConsumeSession }
   /** Waiting to rejoin after the consumer was lost or a join failed. */
   | { name: "rejoining"; retryInMs: number }
   /** Done; `reason` says why. */
@@ -266,14 +266,14 @@ export class MemberController<C> implements ConsumerGroupMember {
   /**
    * Go's `processMembershipChange`, made safe: the pinned instance drains (handlers
    * finish and are acked unless handoff is off) while keeping its pin, then deletes
-   * the consumer it joined; the others give it a head start and never delete a
-   * consumer another instance is pinned to. onRevoked runs for the partitions lost.
+   * the consumer it joined; the others give it a head start and wait for the new
+   * consumer, never deleting one they did not join. onRevoked runs for the partitions lost.
    */
   private async rebalance(): Promise<void> {
     if (this.state.name === "consuming") {
       const session = this.state.session;
       const pinned = await this.port.isPinned(session);
-      this.state = { name: "draining", session, next: "rejoin" };
+      this.state = { name: "draining", session };
       await session.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0);
       this.state = { name: "joining", attempt: 0 };
       const kept = this.partitions();
@@ -414,7 +414,7 @@ export class MemberController<C> implements ConsumerGroupMember {
     // Only the session in use: one that ended during a drain or before a rejoin is already done with.
     if (this.state.name !== "consuming" || this.state.session !== ended) return;
     const session = this.state.session;
-    this.state = { name: "draining", session, next: "rejoin" };
+    this.state = { name: "draining", session };
     await session.stop(this.settings.drainTimeoutMs);
     this.state = { name: "rejoining", retryInMs: 0 };
     await this.revoke(this.assigned);
