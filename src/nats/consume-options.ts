@@ -199,6 +199,7 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
       ? {
           deadLetter: {
             subject,
+            idPrefix: `pcg-dead-letter:${options.stream}:${options.group}`,
             async publish(to, payload, headers, msgId) {
               try {
                 await js.publish(to, payload, { headers, msgID: msgId });

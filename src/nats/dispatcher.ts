@@ -22,6 +22,8 @@ export type ConcurrencyMode = "serial" | "partition" | "key";
 export interface DeadLetter {
   /** The dead-letter subject. */
   subject: string;
+  /** Names the group in the dead letter's `Nats-Msg-Id`: groups that share a dead-letter subject each store theirs. */
+  idPrefix: string;
   /**
    * Stores the dead letter (resolves once it is stored). `msgId` names the origin
    * message, so a dead letter published again after a crash is dropped by the
@@ -109,6 +111,8 @@ class LaneMessage extends ConsumerGroupMessage {
   retryTimer: NodeJS.Timeout | undefined;
   /** The last failure, while it backs off. */
   lastError: unknown = undefined;
+  /** Whether its lane was reported blocked. */
+  reportedBlocked = false;
 
   override nak(delayMs?: number): void {
     if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
@@ -158,8 +162,8 @@ export class Dispatcher {
   /** Messages in the lanes' queues. */
   private queuedCount = 0;
   private stopping = false;
-  /** Aborts the handlers' `msg.signal` at the drain timeout. */
-  private readonly handlerAbort = new AbortController();
+  /** Aborts the handlers' `msg.signal` at the drain timeout, or when the pin is lost (a new one serves later messages). */
+  private handlerAbort = new AbortController();
   private idle: (() => void)[] = [];
   /** Deliveries that arrived while draining, given back with the rest once the drain is over. */
   private readonly late: JsMsg[] = [];
@@ -173,6 +177,10 @@ export class Dispatcher {
   private takingOver = false;
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
   private yielding = false;
+  /** Per partition, the sequences of messages whose key could not be computed and that are not done yet. */
+  private readonly unkeyed = new Map<number, Set<number>>();
+  /** Key lanes whose next message waits for an earlier unkeyed message of its partition. */
+  private afterUnkeyed: Lane[] = [];
   /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
   ackPendingLimit = Number.POSITIVE_INFINITY;
   /** Called when a message left the dispatcher (room in the local buffer). */
@@ -305,6 +313,10 @@ export class Dispatcher {
    */
   giveBackQueued(): void {
     this.yielding = true;
+    // The new pinned instance may get a running message again (its AckWait ran out on the server, after
+    // a restart say): the handlers still running here are asked to finish early.
+    this.handlerAbort.abort(new ConsumerGroupError("STOPPED", "this instance lost its pin: another instance of the member consumes now"));
+    this.handlerAbort = new AbortController();
     const back: LaneMessage[] = [];
     for (const lane of [...this.lanes.values()]) {
       // A message waiting for its next attempt goes back too: the new owner handles it, in order.
@@ -326,6 +338,8 @@ export class Dispatcher {
     this.queuedCount = 0;
     this.ready.length = 0;
     this.retries.length = 0;
+    this.unkeyed.clear();
+    this.afterUnkeyed.length = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
@@ -351,8 +365,12 @@ export class Dispatcher {
         try {
           return `k${this.policy.keyOf(msg)}`;
         } catch (error) {
-          // Its key is unknown: it waits in its partition's lane of such messages and goes through the failure policy.
+          // Its key is unknown: it waits in its partition's lane of such messages and goes through the
+          // failure policy, and until it is done no later message of its partition starts.
           msg.keyError = error;
+          let pending = this.unkeyed.get(msg.partition);
+          if (!pending) this.unkeyed.set(msg.partition, (pending = new Set()));
+          pending.add(msg.seq);
           return `${UNKEYED}${msg.partition}`;
         }
     }
@@ -374,6 +392,10 @@ export class Dispatcher {
         lane.ready = false;
         const msg = lane.queue[0];
         if (lane.head || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+        if (this.behindUnkeyed(lane, msg)) {
+          this.afterUnkeyed.push(lane);
+          continue;
+        }
         lane.queue.shift();
         lane.queued.delete(msg.seq);
         this.queuedCount -= 1;
@@ -388,6 +410,23 @@ export class Dispatcher {
     } finally {
       this.pumping = false;
     }
+  }
+
+  /** Whether a key lane's message must wait: an earlier message of its partition has an unknown key. */
+  private behindUnkeyed(lane: Lane, msg: LaneMessage): boolean {
+    if (lane.key.startsWith(UNKEYED)) return false;
+    const pending = this.unkeyed.get(msg.partition);
+    if (!pending) return false;
+    for (const seq of pending) if (seq < msg.seq) return true;
+    return false;
+  }
+
+  /** An unkeyed message is done (or given back): the lanes it held may go on. */
+  private unkeyedDone(msg: LaneMessage): void {
+    const pending = this.unkeyed.get(msg.partition);
+    if (!pending?.delete(msg.seq)) return;
+    if (pending.size === 0) this.unkeyed.delete(msg.partition);
+    for (const lane of this.afterUnkeyed.splice(0)) this.schedule(lane);
   }
 
   /** Runs one attempt of a lane's head. */
@@ -415,6 +454,7 @@ export class Dispatcher {
   /** The lane's head is done with (settled, or given back). */
   private complete(lane: Lane, msg: LaneMessage): void {
     if (lane.head !== msg) return;
+    if (msg.keyError !== undefined) this.unkeyedDone(msg);
     const settlement = msg.settlement;
     if (settlement === "ack" || settlement === "term") this.settled.remember(msg.seq, settlement);
     else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
@@ -481,12 +521,28 @@ export class Dispatcher {
    */
   private attempt(lane: Lane, msg: LaneMessage): Promise<void> | undefined {
     const started = performance.now();
+    if (msg.keyError !== undefined) {
+      // The key function failed when it arrived: that is this message's first failed attempt.
+      // A retry asks it again; once it answers, the handler runs (in the unkeyed lane, which
+      // holds the partition's later messages back: their key may be this one's).
+      let keyError: unknown = msg.attempts === 1 ? msg.keyError : undefined;
+      if (keyError === undefined) {
+        try {
+          this.policy.keyOf(msg);
+        } catch (error) {
+          keyError = error;
+        }
+      }
+      if (keyError !== undefined) {
+        this.failed(lane, msg, keyFailure(msg, keyError));
+        return undefined;
+      }
+    }
     let result: void | Promise<void>;
     try {
-      if (msg.keyError !== undefined) this.policy.keyOf(msg); // still failing? then this attempt fails too
       result = this.handler(msg);
     } catch (error) {
-      this.failed(lane, msg, msg.keyError !== undefined ? keyFailure(msg, error) : error);
+      this.failed(lane, msg, error);
       return undefined;
     }
     if (isPromiseLike(result)) {
@@ -530,7 +586,11 @@ export class Dispatcher {
       return this.complete(lane, msg);
     }
     msg.lastError = error;
-    if (attempt >= retry.maxDeliver) {
+    // Runs in all, the server's earlier deliveries included (give-backs and failovers count, as
+    // they do for the consumer's max_deliver): a poison message is dead-lettered before the server
+    // could stop delivering it, whichever instances tried it.
+    const runs = msg.info.deliveryCount - 1 + attempt;
+    if (runs >= retry.maxDeliver) {
       if (retry.deadLetter) {
         const target = retry.deadLetter;
         // The publish holds the lane, not a handler slot.
@@ -543,7 +603,10 @@ export class Dispatcher {
         );
         return;
       }
-      if (attempt === retry.maxDeliver) this.events.onBlocked(lane.key.slice(1), msg, error);
+      if (!msg.reportedBlocked) {
+        msg.reportedBlocked = true;
+        this.events.onBlocked(lane.key.slice(1), msg, error);
+      }
     }
     this.backOff(lane, msg, retry.backoffMs(attempt));
   }
@@ -584,7 +647,8 @@ export class Dispatcher {
     h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
     h.set(DeadLetterHeaders.Subject, msg.subject);
     h.set(DeadLetterHeaders.Error, (error instanceof Error ? error.message : String(error)).replace(/[\r\n]+/g, " ").slice(0, 1024));
-    await target.publish(target.subject, msg.data, h, `pcg-dead-letter:${source?.[0] ?? msg.info.stream}:${source?.[1] ?? String(msg.seq)}`);
+    // The id names the group and the stored message (its sequence and time, so a recreated stream's reused sequence is another id).
+    await target.publish(target.subject, msg.data, h, `${target.idPrefix}:${msg.info.stream}:${msg.seq}:${msg.info.timestampNanos}`);
     msg.term(`dead-lettered to ${target.subject}`);
     this.events.onDeadLettered(msg, error, target.subject);
   }

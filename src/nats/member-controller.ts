@@ -44,6 +44,11 @@ export type MemberState =
 export interface ControllerTiming {
   /** Go's elastic retry tick: AckWait + 500 ms. */
   rejoinTickMs: number;
+  /**
+   * How often the config is read to check that the watch still follows it. A KV stream
+   * deleted and recreated leaves the nats.js watch silent rather than failed.
+   */
+  configCheckMs: number;
 }
 
 const WATCH_BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10_000];
@@ -67,6 +72,9 @@ export class MemberController<C> implements ConsumerGroupMember {
   private watch: ConfigWatch<C> | undefined;
   /** Aborted when the instance stops: ends backoff waits. */
   private readonly life = new AbortController();
+  private checkTimer: NodeJS.Timeout | undefined;
+  /** A stored config the watch has not delivered, seen at the last check. */
+  private suspectRevision: string | undefined;
 
   constructor(
     private readonly port: MemberPort<C>,
@@ -115,6 +123,40 @@ export class MemberController<C> implements ConsumerGroupMember {
       throw error;
     }
     void this.followConfig();
+    this.scheduleConfigCheck();
+  }
+
+  private scheduleConfigCheck(): void {
+    if (this.stopped) return;
+    this.checkTimer = setTimeout(() => void this.checkConfig(), this.timing.configCheckMs);
+    this.checkTimer.unref?.();
+  }
+
+  /**
+   * Reads the stored config: when it differs from what the watch delivered on two checks
+   * in a row (once could be a change the watch is about to deliver), the watch is stale.
+   * Stopping it makes `followConfig` re-read the config and open a new one.
+   */
+  private async checkConfig(): Promise<void> {
+    if (this.stopped) return;
+    // Revision and content: a recreated bucket starts its revisions again, and may reuse ours.
+    const signature = (c: StoredConfig<C>): string => `${c.revision}:${JSON.stringify(c.config)}`;
+    let stored: string | undefined;
+    try {
+      stored = signature(await this.port.readConfig());
+    } catch (err) {
+      // Gone: a live watch reports the delete itself; a stale one must be replaced to see it.
+      if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND") stored = "deleted";
+    }
+    if (stored === undefined || stored === signature(this.current)) {
+      this.suspectRevision = undefined;
+    } else if (this.suspectRevision === stored) {
+      this.suspectRevision = undefined;
+      this.watch?.stop();
+    } else {
+      this.suspectRevision = stored;
+    }
+    this.scheduleConfigCheck();
   }
 
   partitions(): number[] {
@@ -209,7 +251,7 @@ export class MemberController<C> implements ConsumerGroupMember {
           return failures;
         }
         this.watch = watch;
-        if (stored.revision !== this.current.revision) {
+        if (stored.revision !== this.current.revision || JSON.stringify(stored.config) !== JSON.stringify(this.current.config)) {
           await this.serial(() => this.onConfigEvent({ kind: "put", config: stored.config, revision: stored.revision }));
         }
         this.publish({ type: "watch_restarted", revision: stored.revision, attempts: failures });
@@ -334,8 +376,10 @@ export class MemberController<C> implements ConsumerGroupMember {
     }
     // Handlers of newly gained partitions start only after onAssigned resolved.
     const partitions = this.partitions();
+    // Partitions assigned for a join that never happened and no longer ours (a second change came meanwhile).
+    await this.revoke(this.assigned.filter((p) => !partitions.includes(p)));
     const gained = partitions.filter((p) => !this.assigned.includes(p));
-    this.assigned = [...this.assigned.filter((p) => partitions.includes(p)), ...gained];
+    this.assigned = [...this.assigned, ...gained];
     if (gained.length > 0) await this.callback("onAssigned", gained);
     if (this.stopped || this.stopAsked) return;
     const holder: { session?: ConsumeSession } = {};
@@ -441,6 +485,7 @@ export class MemberController<C> implements ConsumerGroupMember {
     this.state = { name: "stopped", reason };
     this.life.abort();
     clearTimeout(this.retryTimer);
+    clearTimeout(this.checkTimer);
     this.watch?.stop();
     this.port.close();
     if (prior.name === "consuming" || prior.name === "draining") {

@@ -44,6 +44,9 @@ export interface MemberDriver<C> {
   cleanup(jsm: JetStreamManager): Promise<void>;
 }
 
+/** How often an instance reads its group's config to check that its watch still follows it. */
+const CONFIG_CHECK_MS = 10_000;
+
 type ConsumerInfoWithPin = { created?: string; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 /** The pin id currently held on a consumer, from its info. */
@@ -276,7 +279,7 @@ export async function startMember<C>(
     member,
     current,
     settings,
-    { rejoinTickMs: rejoinTickMs(settings.ackWaitMs) },
+    { rejoinTickMs: rejoinTickMs(settings.ackWaitMs), configCheckMs: CONFIG_CHECK_MS },
     metrics,
   );
   port.report = (error, retryInMs) => controller.reportError(error, retryInMs);

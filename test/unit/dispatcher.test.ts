@@ -426,6 +426,7 @@ describe("dispatcher - scheduling (no server)", () => {
       backoffMs: () => 1,
       deadLetter: {
         subject: "dlq.orders",
+        idPrefix: "pcg-dead-letter:ORDERS:g",
         publish: (subject, payload, h) => {
           published.push({ subject, data: new TextDecoder().decode(payload), headers: h });
           return Promise.resolve();
@@ -474,7 +475,7 @@ describe("dispatcher - scheduling (no server)", () => {
   test("dispatcher - a dead letter from a static group (no Nats-Stream-Source, but a pin header) names the consumer's stream and sequence", async () => {
     const { events } = recorder();
     const published: MsgHdrs[] = [];
-    const retry: RetryPolicy = { maxDeliver: 1, backoffMs: () => 1, deadLetter: { subject: "dlq", publish: (_s, _p, h) => Promise.resolve(void published.push(h)) } };
+    const retry: RetryPolicy = { maxDeliver: 1, backoffMs: () => 1, deadLetter: { subject: "dlq", idPrefix: "pcg-dead-letter:ORDERS:g", publish: (_s, _p, h) => Promise.resolve(void published.push(h)) } };
     const d = new Dispatcher(
       () => {
         throw new Error("no");
@@ -627,7 +628,7 @@ describe("dispatcher - scheduling (no server)", () => {
     const retry: RetryPolicy = {
       maxDeliver: 2,
       backoffMs: () => 1,
-      deadLetter: { subject: "dlq", publish: (subject, _p, headers) => {
+      deadLetter: { subject: "dlq", idPrefix: "pcg-dead-letter:ORDERS:g", publish: (subject, _p, headers) => {
         stored.push({ subject, headers });
         return Promise.resolve();
       } },
@@ -646,6 +647,45 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.equal((errors[0] as { code?: string }).code, "KEY_FAILED");
     assert.equal(stored[0]?.headers.get(DeadLetterHeaders.Key), "", "the dead letter's key is unknown");
     assert.ok(bad.calls.some((c) => c.startsWith("term")), "then terminated");
+  });
+
+  test("dispatcher - a key function that fails once: the message holds its partition, so its key never runs twice at once or out of order", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    const errors: { seq: number; code: string | undefined }[] = [];
+    let flaky = true;
+    const keyOfOnce = (msg: ConsumerGroupMessage): string => {
+      if (msg.seq === 1 && flaky) {
+        flaky = false;
+        throw new Error("key service down");
+      }
+      return keyOf(msg);
+    };
+    const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+      if (msg.seq === 6) throw new Error("the handler's own error");
+      await gate.handler(msg);
+    };
+    const retry: RetryPolicy = { maxDeliver: 5, backoffMs: () => 1 };
+    const d = new Dispatcher(handler, policy({ mode: "key", keyOf: keyOfOnce, retry }), {
+      ...events,
+      onHandlerError: (e, msg) => void errors.push({ seq: msg.seq, code: (e as { code?: string }).code }),
+    });
+    for (let seq = 1; seq <= 4; seq++) d.push(delivery(seq, "a").js);
+    d.push(delivery(5, "b", 1).js); // another partition: not held
+    await waitFor(() => gate.running.has(1), 1000, "seq 1 to run once its key answers");
+    await waitFor(() => gate.running.has(5), 1000, "another partition's message runs meanwhile");
+    await sleep(20);
+    assert.deepEqual([...gate.running.keys()].sort(), [1, 5], "the key's later messages wait for it");
+    assert.deepEqual(errors, [{ seq: 1, code: "KEY_FAILED" }], "the failed key is reported as the first attempt");
+    await gate.release(1);
+    for (const seq of [2, 3, 4]) await gate.release(seq);
+    assert.deepEqual(gate.started.filter((s) => s <= 4), [1, 2, 3, 4], "in order");
+    assert.equal(gate.overlaps, 0);
+    d.push(delivery(6, "c").js);
+    await waitFor(() => errors.length >= 2, 1000, "the handler's own error");
+    assert.deepEqual(errors[1], { seq: 6, code: undefined }, "a handler's error is not a key failure");
+    await gate.release(5);
+    await d.drain(100);
   });
 
   test("dispatcher - keys backing off or blocked hold no handler slot: other keys keep flowing", async () => {
@@ -725,6 +765,50 @@ describe("dispatcher - scheduling (no server)", () => {
     await gate.release(2);
     assert.equal(await drained, true, "the drain finished once the running handler did");
     assert.deepEqual(log.handled, [2]);
+  });
+
+  test("dispatcher - a poison message that earlier deliveries already tried is dead-lettered before the server's max_deliver drops it", async () => {
+    const { events, log } = recorder();
+    const ids: string[] = [];
+    const retry: RetryPolicy = {
+      maxDeliver: 3,
+      backoffMs: () => 1,
+      deadLetter: { subject: "dlq", idPrefix: "pcg-dead-letter:ORDERS:billing", publish: (_s, _p, _h, id) => Promise.resolve(void ids.push(id)) },
+    };
+    const d = new Dispatcher(
+      () => {
+        throw new Error("poison");
+      },
+      policy({ mode: "key", retry }),
+      events,
+    );
+    d.push(delivery(7, "a", 0, 3).js); // given back twice by other instances (step-downs): third delivery
+    await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+    assert.deepEqual(log.errors, [{ seq: 7, attempt: 1 }], "one failure here is the third run: dead-lettered at once");
+    assert.deepEqual(ids, ["pcg-dead-letter:ORDERS:billing:ORDERS:7:0"], "its id names the group and the stored message");
+  });
+
+  test("dispatcher - losing the pin aborts the signal of handlers still running; later messages get a fresh signal", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    const signals: AbortSignal[] = [];
+    const d = new Dispatcher(
+      async (msg) => {
+        signals.push(msg.signal);
+        await gate.handler(msg);
+      },
+      policy({ mode: "key" }),
+      events,
+    );
+    d.push(delivery(1, "a").js);
+    await waitFor(() => signals.length === 1, 1000, "the handler to start");
+    d.giveBackQueued();
+    assert.equal(signals[0]?.aborted, true);
+    await gate.release(1);
+    d.push(delivery(2, "b").js); // pinned again
+    await waitFor(() => signals.length === 2, 1000, "the next handler");
+    assert.equal(signals[1]?.aborted, false);
+    await gate.release(2);
   });
 
   test("dispatcher - after losing the pin nothing more starts; what has not started goes back in stream order", async () => {

@@ -188,7 +188,7 @@ function harness(partitions: number[], overrides: Partial<MemberSettings> = {}, 
     },
     ...overrides,
   };
-  const controller = new MemberController<Cfg>(port, "s", "g", "m1", { config: { partitions }, revision: 1 }, settings, { rejoinTickMs: 2500 }, NOOP_METRICS);
+  const controller = new MemberController<Cfg>(port, "s", "g", "m1", { config: { partitions }, revision: 1 }, settings, { rejoinTickMs: 2500, configCheckMs: 1000 }, NOOP_METRICS);
   const events: MemberStatus[] = [];
   void (async () => {
     for await (const e of controller.status()) events.push(e);
@@ -276,6 +276,21 @@ describe("member controller - lifecycle without a server", () => {
     await flush();
     assert.equal(h.controller.currentState.name, "consuming");
     assert.ok(!h.port.calls.includes("delete"), "a standby deleted nothing");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a second change while a join waits revokes what the first one assigned and no longer holds", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.ensureResults = ["busy"]; // another member still holds partition 2
+    h.port.watches[0]?.push(put([0, 1, 2], 2));
+    await flush(10);
+    assert.equal(h.controller.currentState.name, "rejoining");
+    h.port.watches[0]?.push(put([2], 3)); // before the join succeeds, the member loses 0 and 1
+    await flush(10);
+    assert.equal(h.controller.currentState.name, "consuming");
+    assert.deepEqual(h.log, ["assigned:0,1", "revoked:0,1", "assigned:2"]);
     await h.controller.stop();
     assertBalanced(h.log);
   });
@@ -411,6 +426,24 @@ describe("member controller - lifecycle without a server", () => {
     h.port.watches[1]?.push(put([2], 6));
     await flush(10);
     assert.deepEqual(h.controller.partitions(), [2], "later changes are followed");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a watch that went silent (its KV stream recreated) is replaced once two reads disagree with it", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    h.port.stored = { config: { partitions: [3] }, revision: 1 }; // a recreated bucket starts again at revision 1
+    mock.timers.tick(1000);
+    await flush(10);
+    assert.equal(h.port.watches[0]?.stopped, false, "one read that disagrees could be a change on its way");
+    mock.timers.tick(1000);
+    await flush(10);
+    assert.equal(h.port.watches[0]?.stopped, true, "the second one replaces the watch");
+    mock.timers.tick(250);
+    await flush(20);
+    assert.ok(h.events.some((e) => e.type === "watch_restarted"));
+    assert.deepEqual(h.controller.partitions(), [3], "the stored config applies");
     await h.controller.stop();
     assertBalanced(h.log);
   });
