@@ -368,10 +368,13 @@ export class Dispatcher {
           // Its key is unknown: it waits in its partition's lane of such messages and goes through the
           // failure policy, and until it is done no later message of its partition starts.
           msg.keyError = error;
+          const lane = `${UNKEYED}${msg.partition}`;
+          // Behind a blocked one it cannot run either: it does not hold the partition then.
+          if (this.lanes.get(lane)?.head?.reportedBlocked) return lane;
           let pending = this.unkeyed.get(msg.partition);
           if (!pending) this.unkeyed.set(msg.partition, (pending = new Set()));
           pending.add(msg.seq);
-          return `${UNKEYED}${msg.partition}`;
+          return lane;
         }
     }
   }
@@ -606,6 +609,10 @@ export class Dispatcher {
       if (!msg.reportedBlocked) {
         msg.reportedBlocked = true;
         this.events.onBlocked(lane.key.slice(1), msg, error);
+        // A key function that keeps failing for a message means it has no key to order by: it
+        // stays blocked in the lane of such messages (with those behind it), and its partition's
+        // keyed messages go on.
+        if (msg.keyError !== undefined) for (const held of [msg, ...lane.queue]) this.unkeyedDone(held);
       }
     }
     this.backOff(lane, msg, retry.backoffMs(attempt));

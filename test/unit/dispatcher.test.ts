@@ -688,6 +688,27 @@ describe("dispatcher - scheduling (no server)", () => {
     await d.drain(100);
   });
 
+  test("dispatcher - messages whose key never answers block in their own lane, and then release their partition", async () => {
+    const { events, log } = recorder();
+    const noKey = (msg: ConsumerGroupMessage): string => {
+      if (keyOf(msg) === "bad") throw new Error("no key");
+      return keyOf(msg);
+    };
+    const d = new Dispatcher(() => undefined, policy({ mode: "key", keyOf: noKey, retry: { maxDeliver: 2, backoffMs: () => 5 } }), events);
+    d.push(delivery(1, "bad").js);
+    d.push(delivery(2, "good").js);
+    d.push(delivery(3, "bad").js);
+    d.push(delivery(4, "good").js);
+    assert.deepEqual(log.handled, [], "while the first is retried, the partition waits");
+    await waitFor(() => log.blocked.length === 1, 1000, "the first message without a key to block");
+    await waitFor(() => log.handled.length === 2, 1000, "then the keyed messages of its partition go on");
+    d.push(delivery(5, "bad").js); // behind the blocked one: it does not hold the partition again
+    d.push(delivery(6, "good").js);
+    await waitFor(() => log.handled.includes(6), 1000, "later keyed messages still flow");
+    assert.deepEqual(log.handled, [2, 4, 6]);
+    await d.drain(100);
+  });
+
   test("dispatcher - keys backing off or blocked hold no handler slot: other keys keep flowing", async () => {
     const { events, log } = recorder();
     const retry: RetryPolicy = { maxDeliver: 3, backoffMs: () => 50 }; // no dead-letter subject: poison keys block
