@@ -216,6 +216,24 @@ function assertBalanced(log: string[]): void {
 
 const put = (partitions: number[], revision: number, bad = false): ConfigEvent<Cfg> => ({ kind: "put", config: bad ? { partitions, bad } : { partitions }, revision });
 
+/**
+ * Starts an instance on partitions 0 and 1 and sends a membership change to `next`
+ * while a handler is in flight: the first session's drain waits until its gate is resolved.
+ *
+ * @param autoDrain - whether the sessions started after the change drain at once
+ */
+async function drainingAfterChange(next: number[], autoDrain: boolean): Promise<Harness & { first: FakeSession }> {
+  const h = harness([0, 1]);
+  await h.controller.start(false);
+  h.port.autoDrain = autoDrain;
+  const first = h.port.sessions[0];
+  assert.ok(first);
+  first.drain = gate<boolean>(); // a handler in flight
+  h.port.watches[0]?.push(put(next, 2));
+  await flush();
+  return { ...h, first };
+}
+
 describe("member controller - lifecycle without a server", () => {
   beforeEach(() => mock.timers.enable({ apis: ["setTimeout"] }));
   afterEach(() => mock.timers.reset());
@@ -235,14 +253,8 @@ describe("member controller - lifecycle without a server", () => {
   });
 
   test("controller - a pinned instance drains, revokes what it lost, deletes the consumer it joined, then rejoins", async () => {
-    const h = harness([0, 1]);
-    await h.controller.start(false);
-    h.port.autoDrain = false;
-    const first = h.port.sessions[0];
-    assert.ok(first);
-    first.drain = gate<boolean>(); // a handler in flight
-    h.port.watches[0]?.push(put([1, 2], 2));
-    await flush();
+    const h = await drainingAfterChange([1, 2], false);
+    const first = h.first;
     assert.equal(h.controller.currentState.name, "draining");
     assert.deepEqual(first.stops, [10_000], "the drain gets the drain timeout");
     assert.ok(!h.port.calls.includes("delete"), "nothing is deleted while the handler runs");
@@ -330,14 +342,8 @@ describe("member controller - lifecycle without a server", () => {
   });
 
   test("controller - stop during a drain waits for the drain, then revokes everything and starts no new consume", async () => {
-    const h = harness([0, 1]);
-    await h.controller.start(false);
-    const first = h.port.sessions[0];
-    assert.ok(first);
-    first.drain = gate<boolean>();
-    h.port.autoDrain = false;
-    h.port.watches[0]?.push(put([1], 2));
-    await flush();
+    const h = await drainingAfterChange([1], false);
+    const first = h.first;
     const stopped = h.controller.stop();
     await flush();
     assert.equal(h.controller.currentState.name, "draining", "stop waits its turn behind the drain");
@@ -350,13 +356,8 @@ describe("member controller - lifecycle without a server", () => {
   });
 
   test("controller - config deleted during a drain: the drain finishes, then the instance stops cleanly with cleanup", async () => {
-    const h = harness([0, 1]);
-    await h.controller.start(false);
-    const first = h.port.sessions[0];
-    assert.ok(first);
-    first.drain = gate<boolean>();
-    h.port.autoDrain = false;
-    h.port.watches[0]?.push(put([1], 2));
+    const h = await drainingAfterChange([1], false);
+    const first = h.first;
     h.port.watches[0]?.push({ kind: "deleted", revision: 3 });
     await flush();
     first.drain.resolve(true);
@@ -368,13 +369,8 @@ describe("member controller - lifecycle without a server", () => {
   });
 
   test("controller - consumer lost during a drain is ignored (the drain owns the session)", async () => {
-    const h = harness([0, 1]);
-    await h.controller.start(false);
-    const first = h.port.sessions[0];
-    assert.ok(first);
-    first.drain = gate<boolean>();
-    h.port.watches[0]?.push(put([1], 2));
-    await flush();
+    const h = await drainingAfterChange([1], true);
+    const first = h.first;
     first.events.onEnded("the consumer was deleted");
     first.drain.resolve(true);
     await flush(10);

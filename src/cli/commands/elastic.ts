@@ -8,7 +8,7 @@
 import { Option } from "commander";
 import type { MemberMapping, PartitioningFilter } from "../../index.js";
 import { CliError, UsageError } from "../errors.js";
-import { parseMapping, parseNonNegativeInt, parsePositiveInt, parseWildcards } from "../parse.js";
+import { parseMapping, parseNonNegativeInt, parseWildcards } from "../parse.js";
 import { addGroupMembers, createElasticGroup, deleteGroupMappings, dropGroupMembers, setGroupMappings } from "../operations.js";
 import { renderAdded, renderCreated, renderDropped, renderMappings, renderMappingsDeleted } from "../render.js";
 import { withSession, type Session } from "../session.js";
@@ -88,8 +88,7 @@ export const elasticCreateCommand: CommandSpec = {
     usage: "[stream group max-members]",
     run: async (sh, args) => {
       const { stream, group } = await sh.target(args);
-      const given = args[2];
-      const maxMembers = given !== undefined ? parsePositiveInt(given, "max members") : await sh.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
+      const maxMembers = await sh.maxMembers(args);
       const js = await sh.session.js();
       const filters = await sh.filterLoop(true);
       const count = (name: string) => (a: string) => (a === "" ? 0 : parseNonNegativeInt(a, name));

@@ -8,7 +8,7 @@
  */
 import type { GroupKind, MemberMapping, PartitioningFilter } from "../../index.js";
 import { CliError, describeError, UsageError } from "../errors.js";
-import { isYes, parsePartitionList, parseWildcards, words } from "../parse.js";
+import { isYes, parsePartitionList, parsePositiveInt, parseWildcards, words } from "../parse.js";
 import { table } from "../render.js";
 import type { Session } from "../session.js";
 import { DELETE_WARNING } from "./common.js";
@@ -87,6 +87,11 @@ class Shell implements PromptShell {
 
   async target(args: readonly string[]): Promise<{ stream: string; group: string }> {
     return { stream: await this.arg(args, 0, "stream name: "), group: await this.arg(args, 1, "consumer group name: ") };
+  }
+
+  async maxMembers(args: readonly string[]): Promise<number> {
+    const given = args[2];
+    return given !== undefined ? parsePositiveInt(given, "max members") : this.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
   }
 
   async confirm(): Promise<void> {

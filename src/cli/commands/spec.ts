@@ -52,6 +52,8 @@ export interface PromptShell {
   askParsed<T>(question: string, parse: (answer: string) => T): Promise<T>;
   /** The stream and group: the first two words, or asked. */
   target(args: readonly string[]): Promise<{ stream: string; group: string }>;
+  /** The partition count: the third word, or asked until it is a positive integer. */
+  maxMembers(args: readonly string[]): Promise<number>;
   /** Asks Go's delete question; anything but yes cancels. */
   confirm(): Promise<void>;
   /** Asks member mappings one member at a time, until an empty member name. */

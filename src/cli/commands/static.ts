@@ -5,7 +5,7 @@
 import { Option } from "commander";
 import type { MemberMapping } from "../../index.js";
 import { createStaticGroup } from "../operations.js";
-import { parsePositiveInt, words } from "../parse.js";
+import { words } from "../parse.js";
 import { renderCreated } from "../render.js";
 import { withSession, type Session } from "../session.js";
 import { collect, mappingsArg, maxMembersArg } from "./common.js";
@@ -74,8 +74,7 @@ export const staticCreateCommand: CommandSpec = {
     usage: "[stream group max-members]",
     run: async (sh, args) => {
       const { stream, group } = await sh.target(args);
-      const given = args[2];
-      const maxMembers = given !== undefined ? parsePositiveInt(given, "max members") : await sh.askParsed("max members: ", (a) => parsePositiveInt(a, "max members"));
+      const maxMembers = await sh.maxMembers(args);
       const js = await sh.session.js();
       const members = words(await sh.ask("space separated set of members (hit return to set member mappings instead): "));
       const mappings = members.length > 0 ? undefined : await sh.mappingLoop();
