@@ -87,6 +87,12 @@ export type { CreateElasticOptions } from "./elastic/admin.js";
 export { addMembers, deleteMembers, deleteMemberMappings, setMemberMappings } from "./elastic/membership.js";
 export { elasticConsume } from "./elastic/consume.js";
 export { workQueueStreamConfig } from "./elastic/work-queue.js";
+export { repartition } from "./elastic/repartition.js";
+export { staticRepartitionPlan } from "./static/repartition-plan.js";
+export type { StaticRepartitionPlan } from "./static/repartition-plan.js";
+export type { RepartitionOptions, RepartitionProgress, RepartitionResult } from "./elastic/repartition.js";
+export { feedingPartitions, splitStoredSubject, TRANSITION_TOKEN } from "./core/repartition.js";
+export type { RepartitionPhase, RepartitionRecord } from "./core/repartition.js";
 
 // --- observability --------------------------------------------------------------
 export { describeGroup } from "./observe/describe.js";

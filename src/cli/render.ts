@@ -164,6 +164,8 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "partitions_changed", ...base, partitions: status.partitions, assigned: status.assigned, revoked: status.revoked };
     case "config_changed":
       return { event: "config_changed", ...base, revision: status.revision };
+    case "consumer_refreshed":
+      return { event: "consumer_refreshed", ...base, partitions: status.partitions };
     case "pinned":
       return { event: "pinned", ...base, pin_id: status.pinId };
     case "unpinned":
@@ -214,6 +216,8 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} ${s.cyan("partitions changed")}: now ${nums("partitions")} (assigned ${nums("assigned")}, revoked ${nums("revoked")})`;
     case "config_changed":
       return `${head} group config changed (revision ${String(doc["revision"])}), partitions unchanged`;
+    case "consumer_refreshed":
+      return `${head} ${s.cyan("repartition")}: partitions ${nums("partitions")} may take new-layout messages now, rejoining with a consumer that has them`;
     case "pinned":
       return `${head} ${s.green("pinned")} (pin id ${String(doc["pin_id"])}): this instance is the active one`;
     case "unpinned":

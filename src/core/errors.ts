@@ -51,7 +51,11 @@ export type ErrorCode =
   | "HANDLER_FAILED"
   | "ACK_FAILED"
   | "KEY_FAILED"
-  | "STOPPED";
+  | "STOPPED"
+  // repartitioning
+  | "REPARTITION_IN_PROGRESS"
+  | "GO_MEMBERS_PRESENT"
+  | "STATIC_GROUP";
 
 /** Options accepted by {@link ConsumerGroupError}. */
 export interface ConsumerGroupErrorOptions {

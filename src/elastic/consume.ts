@@ -14,11 +14,17 @@ import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
-import { ApiCode, apiErrorCode } from "../nats/server-errors.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { filtersForLayout, readLayout } from "./layout.js";
+
+/** How often a member checks a repartition in progress (gates to open, phase changes). */
+const REPARTITION_POLL_MS = 250;
 
 function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
   const wq = workQueueStreamName(stream, group);
   const consumerName = elasticConsumerName(member);
+  /** The filters this instance last gave the consumer (a standby may have given the same). */
+  let applied: string[] | undefined;
   return {
     kind: "elastic",
     flavour: ELASTIC,
@@ -43,15 +49,20 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       return consumer;
     },
     classify(current, next) {
-      if (!sameElasticSettings(current, next)) {
+      // A repartition grows the partition count; the stream's layout says how to follow it.
+      const grown = next.max_members > current.max_members ? { ...next, max_members: current.max_members } : next;
+      if (!sameElasticSettings(current, grown)) {
         return new ConsumerGroupError(
           "CONFIG_IMMUTABLE",
           `elastic consumer group config ${stream}.${group} watcher received a bad change in the configuration: max number of members, buffered messages, filter or partitioning wildcards changed (they are immutable: delete and recreate the group)`,
         );
       }
-      return sameMembership(current, next) ? "same" : "membership";
+      return grown === next && sameMembership(current, next) ? "same" : "membership";
     },
-    async createConsumer(jsm, config) {
+    async createConsumer(jsm, config, groupConfig) {
+      const filters = await filtersForLayout(jsm, wq, await readLayout(jsm, wq), groupConfig.max_members, config.filter_subjects ?? []);
+      config = { ...config, filter_subjects: filters };
+      applied = filters;
       try {
         await jsm.consumers.add(wq, config);
         return "ready";
@@ -69,6 +80,25 @@ function elasticDriver(stream: string, group: string, member: string, template: 
         if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`, { cause: err });
         return "busy";
       }
+    },
+    async refresh(jsm, groupConfig) {
+      const finalFilters = elasticGetPartitionFilters(groupConfig, member);
+      if (finalFilters.length === 0) return { recheckMs: undefined, rejoin: false };
+      const layout = await readLayout(jsm, wq);
+      const filters = await filtersForLayout(jsm, wq, layout, groupConfig.max_members, finalFilters);
+      const recheckMs = layout.record || filters.length !== finalFilters.length ? REPARTITION_POLL_MS : undefined;
+      const have = new Set(applied ?? []);
+      if (filters.some((f) => !have.has(f))) return { recheckMs, rejoin: true };
+      if (filters.length < have.size) {
+        try {
+          await jsm.consumers.update(wq, consumerName, { filter_subjects: filters });
+          applied = filters;
+        } catch (err) {
+          // Gone: the consume ends and the instance rejoins with the layout of that moment.
+          if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `dropping the finished repartition's filters of "${consumerName}"`);
+        }
+      }
+      return { recheckMs, rejoin: false };
     },
     async cleanup() {
       // The consumer is not durable: it goes away after inactive_threshold, as in Go.

@@ -11,6 +11,7 @@ import type { MemberLifecycle, MemberSettings } from "./member-types.js";
 import type { ConcurrencyMode, DispatchPolicy, RetryPolicy } from "./dispatcher.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { wrapServerError } from "./server-errors.js";
+import { MODE_KEY } from "./consumer-mode.js";
 
 /** Options of `staticConsume` and `elasticConsume`. */
 export interface ConsumeOptions extends MemberLifecycle {
@@ -96,7 +97,7 @@ export function modeConsumerSettings(options: ConsumeOptions, settings: MemberSe
   return {
     max_ack_pending: maxBufferedOf(options, settings.dispatch.maxInFlight),
     // Instances of one member share a consumer: the mode is recorded so a mismatch is reported clearly.
-    metadata: { ...(options.consumerConfig?.metadata ?? {}), pcg_concurrency: settings.dispatch.mode },
+    metadata: { ...(options.consumerConfig?.metadata ?? {}), [MODE_KEY]: settings.dispatch.mode },
   };
 }
 

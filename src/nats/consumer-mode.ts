@@ -5,7 +5,11 @@
  */
 import type { ConsumerConfig, JetStreamManager } from "@nats-io/jetstream";
 
-const MODE_KEY = "pcg_concurrency";
+/**
+ * The consumer metadata key holding an instance's concurrency mode. Every consumer
+ * this library creates carries it, and Go's never do: it tells the two apart.
+ */
+export const MODE_KEY = "pcg_concurrency";
 
 /**
  * Compares the concurrency mode recorded on an existing consumer with ours.

@@ -9,7 +9,7 @@ import { ConsumerGroupError } from "../core/errors.js";
 import type { ConfigEvent, StoredConfig } from "./config-store.js";
 import type { MemberMetrics } from "./metrics.js";
 import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
-import type { ConsumeSession, ConfigWatch, MemberPort } from "./member-port.js";
+import type { ConsumeSession, ConfigWatch, MemberPort, RefreshResult } from "./member-port.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
 import { wrapServerError } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
@@ -51,6 +51,8 @@ export interface ControllerTiming {
   configCheckMs: number;
 }
 
+/** How soon a failed `refreshConsumer` is tried again. */
+const REFRESH_RETRY_MS = 1000;
 const WATCH_BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10_000];
 const sameSet = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x) => b.includes(x));
 
@@ -75,6 +77,7 @@ export class MemberController<C> implements ConsumerGroupMember {
   private checkTimer: NodeJS.Timeout | undefined;
   /** A stored config the watch has not delivered, seen at the last check. */
   private suspectRevision: string | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly port: MemberPort<C>,
@@ -293,6 +296,8 @@ export class MemberController<C> implements ConsumerGroupMember {
     const live = this.state.name === "consuming";
     if (sameSet(before, after) && (live || after.length === 0)) {
       this.publish({ type: "config_changed", revision: event.revision });
+      // The same partitions may still need other filters (a repartition's transition layout).
+      if (live) this.scheduleRefresh(0);
       return;
     }
     this.metrics.rebalanced();
@@ -400,6 +405,32 @@ export class MemberController<C> implements ConsumerGroupMember {
     this.joinAttempts = 0;
     this.state = { name: "consuming", session };
     this.publish({ type: "joined", partitions });
+    this.scheduleRefresh(0);
+  }
+
+  /** Checks, in the serial queue, whether the running consumer must follow its stream (see `MemberPort.refreshConsumer`). */
+  private scheduleRefresh(delayMs: number): void {
+    clearTimeout(this.refreshTimer);
+    if (this.stopped) return;
+    this.refreshTimer = setTimeout(() => void this.serial(() => this.refresh()), delayMs);
+    this.refreshTimer.unref?.();
+  }
+
+  private async refresh(): Promise<void> {
+    if (this.state.name !== "consuming" || this.stopAsked) return;
+    let result: RefreshResult;
+    try {
+      result = await this.port.refreshConsumer(this.current.config);
+    } catch (err) {
+      this.reportError(asGroupError(err, `following the stream of member "${this.member}"`), REFRESH_RETRY_MS);
+      result = { recheckMs: REFRESH_RETRY_MS, rejoin: false };
+    }
+    if (this.state.name !== "consuming" || this.stopAsked) return;
+    if (result.rejoin) {
+      this.publish({ type: "consumer_refreshed", partitions: this.partitions() });
+      return this.rebalance();
+    }
+    if (result.recheckMs !== undefined) this.scheduleRefresh(result.recheckMs);
   }
 
   private retryJoin(delayMs: number, error?: ConsumerGroupError): void {
@@ -486,6 +517,7 @@ export class MemberController<C> implements ConsumerGroupMember {
     this.life.abort();
     clearTimeout(this.retryTimer);
     clearTimeout(this.checkTimer);
+    clearTimeout(this.refreshTimer);
     this.watch?.stop();
     this.port.close();
     if (prior.name === "consuming" || prior.name === "draining") {

@@ -38,6 +38,14 @@ export type EnsureResult =
   /** Not now: another owner still holds partitions or the old consumer (10100, or a pinned instance drains); retry soon. */
   | "busy";
 
+/** What a {@link MemberPort.refreshConsumer} check found. */
+export interface RefreshResult {
+  /** When to check again (ms), or undefined when nothing needs following. */
+  recheckMs: number | undefined;
+  /** The consumer needs filters it does not have: drain it and rejoin. */
+  rejoin: boolean;
+}
+
 /** The NATS side of one member instance. */
 export interface MemberPort<C> {
   /** The member's consumer name, for messages. */
@@ -56,6 +64,15 @@ export interface MemberPort<C> {
    * @throws ConsumerGroupError when it cannot be created (a conflict, a permission, the server)
    */
   ensureConsumer(config: C): Promise<EnsureResult>;
+  /**
+   * Checks the consumer against its stream while it runs (elastic: the filters of a
+   * repartition in progress). Filters that are only dropped are updated in place;
+   * filters to add need a new consumer (a consumer never goes back for messages
+   * stored before a filter was added), so it asks for a rejoin.
+   *
+   * @throws ConsumerGroupError when the stream cannot be read or the consumer updated (retried)
+   */
+  refreshConsumer(config: C): Promise<RefreshResult>;
   /** Starts consuming; `events` receive what the consume reports. */
   startConsume(events: PinnedConsumerEvents): Promise<ConsumeSession>;
   /** True when `session` holds the consumer's pin now. */

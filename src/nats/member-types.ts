@@ -41,6 +41,17 @@ export type MemberStatus =
       /** The KV revision of the config. */
       revision: number;
     }
+  /**
+   * A repartition in progress let this member take more of its partitions' messages
+   * (the transition layout of partitions no longer held back): the instance drains and
+   * rejoins with a consumer that has them.
+   */
+  | {
+      /** The kind of event. */
+      type: "consumer_refreshed";
+      /** The member's partitions (unchanged). */
+      partitions: number[];
+    }
   /** This instance is now the pinned (active) one. */
   | {
       /** The kind of event. */
@@ -188,8 +199,9 @@ export interface ConsumerGroupMember {
   /** The partitions the member owns under the current config. */
   partitions(): number[];
   /**
-   * Stops the instance: no new pulls, waits for the handler in flight (bounded),
-   * redelivers what was buffered, and unpins if this instance was pinned so a
+   * Stops the instance: no new pulls, waits for the handler in flight (after
+   * `drainTimeoutMs` its `msg.signal` is aborted and it is still awaited, so that a
+   * message never runs twice at once), redelivers what was buffered, and unpins if this instance was pinned so a
    * standby takes over at once. Idempotent.
    */
   stop(): Promise<void>;

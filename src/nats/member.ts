@@ -13,7 +13,7 @@ import { readConfig, watchConfig, type Flavour, type StoredConfig } from "./conf
 import { checkClientShapes, connectionOf, connectionStatus } from "./client-seam.js";
 import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
-import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort } from "./member-port.js";
+import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
 import type { ConsumerGroupMember, MemberSettings } from "./member-types.js";
 import { PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
@@ -38,8 +38,10 @@ export interface MemberDriver<C> {
   partitions(config: C): number[];
   /** Whether `next` is the same, a membership change, or a change that must stop members. */
   classify(current: C, next: C): "same" | "membership" | ConsumerGroupError;
-  /** Creates the consumer; "busy" when it should be retried soon. Throws when it cannot be created. */
-  createConsumer(jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<EnsureResult>;
+  /** Creates the consumer for `groupConfig`; "busy" when it should be retried soon. Throws when it cannot be created. */
+  createConsumer(jsm: JetStreamManager, config: Partial<ConsumerConfig>, groupConfig: C): Promise<EnsureResult>;
+  /** Checks the running consumer against the group's stream (see `MemberPort.refreshConsumer`). */
+  refresh?(jsm: JetStreamManager, groupConfig: C): Promise<RefreshResult>;
   /** Runs when the group's config goes away or becomes unusable (static deletes its durable). */
   cleanup(jsm: JetStreamManager): Promise<void>;
 }
@@ -47,7 +49,7 @@ export interface MemberDriver<C> {
 /** How often an instance reads its group's config to check that its watch still follows it. */
 const CONFIG_CHECK_MS = 10_000;
 
-type ConsumerInfoWithPin = { created?: string; priority_groups?: { group: string; pinned_client_id?: string }[] };
+type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 /** The pin id currently held on a consumer, from its info. */
 function currentPin(info: unknown): string | undefined {
@@ -114,7 +116,11 @@ class NatsMemberPort<C> implements MemberPort<C> {
   async ensureConsumer(config: C): Promise<EnsureResult> {
     const consumerConfig = this.driver.consumerConfig(config);
     if (!consumerConfig) return "ready";
-    return this.driver.createConsumer(this.jsm, consumerConfig);
+    return this.driver.createConsumer(this.jsm, consumerConfig, config);
+  }
+
+  async refreshConsumer(config: C): Promise<RefreshResult> {
+    return this.driver.refresh ? this.driver.refresh(this.jsm, config) : { recheckMs: undefined, rejoin: false };
   }
 
   async startConsume(events: PinnedConsumerEvents): Promise<ConsumeSession> {
@@ -145,9 +151,14 @@ class NatsMemberPort<C> implements MemberPort<C> {
   }
 
   async isPinned(session: ConsumeSession): Promise<boolean> {
-    if (!session.pinId) return false;
     const info = await this.info();
-    return info !== undefined && currentPin(info) === session.pinId;
+    if (!info) return false;
+    if (session.pinId) return currentPin(info) === session.pinId;
+    // The consumer this instance joined never delivered a message: no instance is pinned and none
+    // has anything running, so this one may act for the member (delete it and rejoin at once rather
+    // than wait for the server to expire it). A second instance doing the same finds a newer consumer.
+    const joined = session instanceof PinnedSession ? session.runner.joinedCreated : undefined;
+    return currentPin(info) === undefined && joined !== undefined && info.created === joined && (info.delivered?.consumer_seq ?? 0) === 0;
   }
 
   async deleteJoinedConsumer(session: ConsumeSession): Promise<void> {

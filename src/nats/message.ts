@@ -4,6 +4,7 @@
  */
 import type { DeliveryInfo, JsMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
+import { splitStoredSubject } from "../core/repartition.js";
 
 /** A signal that never aborts: messages handled outside a drain. */
 const NEVER_ABORTED: AbortSignal = new AbortController().signal;
@@ -43,12 +44,13 @@ export class ConsumerGroupMessage {
 
   /** The subject without the partition token, e.g. `orders.eu.42`. */
   get subject(): string {
-    const subject = this.msg.subject;
-    const dot = subject.indexOf(".");
-    return dot === -1 ? subject : subject.slice(dot + 1);
+    return splitStoredSubject(this.msg.subject).subject;
   }
 
-  /** The subject as stored, partition token included, e.g. `7.orders.eu.42`. */
+  /**
+   * The subject as stored, partition token included, e.g. `7.orders.eu.42` (during a
+   * repartition, `pcg-repartition.7.orders.eu.42` for messages in the transition layout).
+   */
   get rawSubject(): string {
     return this.msg.subject;
   }
@@ -147,7 +149,5 @@ export class ConsumerGroupMessage {
  * @returns NaN when the first token is not a number
  */
 export function partitionOfStoredSubject(subject: string): number {
-  const dot = subject.indexOf(".");
-  const token = dot === -1 ? subject : subject.slice(0, dot);
-  return /^\d+$/.test(token) ? Number(token) : NaN;
+  return splitStoredSubject(subject).partition;
 }

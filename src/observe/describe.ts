@@ -2,6 +2,7 @@
  * `describeGroup`: a group's config, assignment, members, per-partition backlog and
  * health, as Kafka's `kafka-consumer-groups --describe` shows them.
  */
+import { layoutOf } from "../elastic/layout.js";
 import type { ConsumerInfo, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { effectiveMembers, partitionAssignment, partitionOwners } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
@@ -239,6 +240,8 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     buffer = { messages: wqInfo.state.messages, bytes: wqInfo.state.bytes, maxMessages: wqInfo.config.max_msgs, maxBytes: wqInfo.config.max_bytes };
     sourceLag = wqInfo.sources?.[0]?.lag;
   }
+  // A record this version cannot read is a typed CONFIG_DECODE error that says to upgrade.
+  const repartition = kind === "elastic" ? layoutOf(wqInfo).record : undefined;
   const findings = healthFindings({
     now: Date.now(),
     stallAfterMs: options.stallAfterMs ?? 30_000,
@@ -247,6 +250,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     ...(buffer ? { buffer } : {}),
     ...(sourceLag !== undefined ? { sourceLag } : {}),
     ...(options.previous?.sourceLag !== undefined ? { previousSourceLag: options.previous.sourceLag } : {}),
+    ...(repartition ? { repartition } : {}),
   });
   return {
     kind,

@@ -5,7 +5,7 @@
 /** One thing worth an operator's attention, in plain language. */
 export interface HealthFinding {
   /** What kind of problem it is: a stable code. */
-  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP";
+  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS";
   /** How bad it is: `error` means messages are not consumed. */
   severity: "warning" | "error" | "info";
   /** The member concerned, if one is. */
@@ -59,12 +59,24 @@ export interface HealthInput {
   sourceLag?: number;
   /** The source lag of the previous description, to tell whether it grows. */
   previousSourceLag?: number;
+  /** Elastic: a repartition in progress (the work-queue stream's record). */
+  repartition?: {
+    /** The partition count before. */
+    from: number;
+    /** The partition count after. */
+    to: number;
+    /** `moving` or `finishing`. */
+    phase: string;
+    /** When it started (ISO 8601). */
+    started: string;
+  };
 }
 
 /**
  * Computes the findings: a member with partitions but no running instance, a partition
  * with pending messages and no progress for `stallAfterMs`, a partition nobody owns, a
- * full work-queue buffer, a growing source lag, and members beyond the partition count.
+ * full work-queue buffer, a growing source lag, members beyond the partition count, and a
+ * repartition in progress.
  */
 export function healthFindings(input: HealthInput): HealthFinding[] {
   const findings: HealthFinding[] = [];
@@ -116,6 +128,14 @@ export function healthFindings(input: HealthInput): HealthFinding[] {
       code: "SOURCE_LAG_GROWING",
       severity: "warning",
       message: `the work-queue stream is falling behind the source stream: lag grew from ${input.previousSourceLag} to ${input.sourceLag} messages`,
+    });
+  }
+  const r = input.repartition;
+  if (r) {
+    findings.push({
+      code: "REPARTITION_IN_PROGRESS",
+      severity: "info",
+      message: `a repartition from ${r.from} to ${r.to} partitions is in progress (phase ${r.phase}, started ${r.started}): the new layout's messages of some partitions wait until the old layout's are handled. If no "cg elastic repartition" runs any more, run it again with ${r.to} to finish`,
     });
   }
   return findings;

@@ -17,6 +17,7 @@ const every: MemberStatus[] = [
   { type: "idle", reason: "no partitions" },
   { type: "partitions_changed", partitions: [1], assigned: [], revoked: [0] },
   { type: "config_changed", revision: 7 },
+  { type: "consumer_refreshed", partitions: [4, 5] },
   { type: "pinned", pinId: "abc" },
   { type: "unpinned" },
   { type: "handler_error", error: new Error("boom"), subject: "orders.k", partition: 1, seq: 9, attempt: 2 },

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 import type { ConfigEvent, StoredConfig } from "../../src/nats/config-store.js";
 import { MemberController } from "../../src/nats/member-controller.js";
-import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort } from "../../src/nats/member-port.js";
+import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "../../src/nats/member-port.js";
 import type { MemberSettings, MemberStatus } from "../../src/nats/member-types.js";
 import { NOOP_METRICS } from "../../src/nats/metrics.js";
 import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
@@ -18,6 +18,8 @@ import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
 interface Cfg {
   partitions: number[];
   bad?: boolean;
+  /** Stands for what else a config may change without moving partitions (a repartition's count). */
+  layout?: number;
 }
 
 /** Lets pending promise callbacks run (setImmediate is not mocked). */
@@ -96,6 +98,9 @@ class FakePort implements MemberPort<Cfg> {
   sessions: FakeSession[] = [];
   watches: FakeWatch[] = [];
   watchErrors: Error[] = [];
+  /** What each refreshConsumer call answers, in turn (then undefined: nothing to follow). */
+  refreshResults: (number | undefined | "rejoin" | Error)[] = [];
+  refreshes = 0;
 
   partitions(config: Cfg): number[] {
     return config.partitions;
@@ -113,6 +118,12 @@ class FakePort implements MemberPort<Cfg> {
     const next = this.ensureResults.shift() ?? "ready";
     if (next instanceof Error) throw next;
     return next;
+  }
+  refreshConsumer(): Promise<RefreshResult> {
+    this.refreshes += 1;
+    const next = this.refreshResults.shift();
+    if (next instanceof Error) return Promise.reject(next);
+    return Promise.resolve(next === "rejoin" ? { recheckMs: undefined, rejoin: true } : { recheckMs: next, rejoin: false });
   }
   async startConsume(events: PinnedConsumerEvents): Promise<ConsumeSession> {
     this.calls.push("start");
@@ -482,5 +493,56 @@ describe("member controller - lifecycle without a server", () => {
     const second = await unread.next();
     assert.deepEqual(second.value, { type: "config_changed", revision: 500 });
     await h.controller.stop();
+  });
+  test("controller - a running consumer follows its stream while the port asks, a failed check is retried, and nothing is checked once stopped", async () => {
+    const h = harness([0, 1]);
+    h.port.refreshResults = [250, new ConsumerGroupError("SERVER_ERROR", "stream info failed"), 250, undefined];
+    await h.controller.start(false);
+    mock.timers.tick(0);
+    await flush();
+    assert.equal(h.port.refreshes, 1, "checked once the consume runs");
+    mock.timers.tick(250);
+    await flush();
+    assert.equal(h.port.refreshes, 2);
+    assert.ok(h.events.some((e) => e.type === "consumer_error" && e.retryInMs === 1000 && e.error.message.includes("stream info failed")), "the failure is reported");
+    mock.timers.tick(999);
+    await flush();
+    assert.equal(h.port.refreshes, 2, "not before the retry delay");
+    mock.timers.tick(1);
+    await flush();
+    assert.equal(h.port.refreshes, 3);
+    mock.timers.tick(250);
+    await flush();
+    assert.equal(h.port.refreshes, 4, "the port said there is nothing more to follow");
+    mock.timers.tick(10_000);
+    await flush();
+    assert.equal(h.port.refreshes, 4, "so it is not asked again");
+    // A change that keeps the partitions (a repartition's new count) is checked at once, without a rejoin.
+    h.port.refreshResults = [250];
+    h.port.watches[0]?.push({ kind: "put", config: { partitions: [0, 1], layout: 2 }, revision: 2 });
+    await flush();
+    mock.timers.tick(0);
+    await flush();
+    assert.equal(h.port.refreshes, 5);
+    assert.equal(h.port.sessions.length, 1, "no rejoin");
+    // Filters to add: the instance drains, deletes the consumer it joined and rejoins, keeping its partitions.
+    h.port.refreshResults = ["rejoin"];
+    mock.timers.tick(250);
+    await flush(10);
+    assert.equal(h.port.refreshes, 6);
+    assert.equal(h.port.sessions.length, 2, "rejoined with a new consume");
+    assert.deepEqual(h.port.sessions[0]?.stops, [10_000], "the first consume drained with the drain timeout");
+    assert.ok(h.port.calls.includes("delete"), "the pinned instance deleted the consumer it joined");
+    assert.ok(h.events.some((e) => e.type === "consumer_refreshed"));
+    assert.deepEqual(h.log, ["assigned:0,1"], "no partition was revoked or assigned again");
+    h.port.refreshResults = [250];
+    mock.timers.tick(0);
+    await flush();
+    assert.equal(h.port.refreshes, 7, "the new consume is checked too");
+    await h.controller.stop();
+    mock.timers.tick(10_000);
+    await flush();
+    assert.equal(h.port.refreshes, 7, "a stopped instance checks nothing");
+    assertBalanced(h.log);
   });
 });

@@ -9,11 +9,11 @@
 import { Option, type Command } from "commander";
 import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { elasticConsume, staticConsume, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
+import { elasticConsume, staticConsume, type ConcurrencyMode, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
 import { ExitRequest, UsageError } from "../errors.js";
 import { DEFAULT_METRICS_HOST, parseMetricsPort, startMetricsEndpoint, type MetricsEndpoint, type MetricsEndpointOptions } from "../metrics-endpoint.js";
 import type { MessageDoc } from "../model.js";
-import { parseDuration } from "../parse.js";
+import { parseDuration, parsePositiveInt } from "../parse.js";
 import { memberEvent, renderEvent, renderMessage } from "../render.js";
 import type { Session } from "../session.js";
 import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
@@ -58,6 +58,27 @@ export interface ConsumeTarget {
   sleepMs: number;
   /** Serve Prometheus metrics here while consuming. */
   metrics?: MetricsEndpointOptions;
+  /** How handlers run (`--concurrency`, `--max-in-flight`); Go's serial mode when absent. */
+  concurrency?: { mode: ConcurrencyMode; maxInFlight: number | undefined };
+}
+
+/** `--concurrency` and `--max-in-flight` of a consume command. */
+export function concurrencyOptions(): Option[] {
+  return [
+    new Option("--concurrency <mode>", "serial (Go's: one message at a time), partition (parallel, never two of one partition) or key (parallel, never two of one key)").choices(["serial", "partition", "key"]).default("serial"),
+    new Option("--max-in-flight <n>", "handlers at once in partition and key modes (default: 16)").argParser(arg((v) => parsePositiveInt(v, "--max-in-flight"))),
+  ];
+}
+
+/**
+ * The concurrency a consume command line asks for.
+ *
+ * @throws UsageError for `--max-in-flight` in serial mode
+ */
+export function requestedConcurrency(cmd: Command): { mode: ConcurrencyMode; maxInFlight: number | undefined } {
+  const opts = cmd.opts<{ concurrency: ConcurrencyMode; maxInFlight?: number }>();
+  if (opts.concurrency === "serial" && opts.maxInFlight !== undefined) throw new UsageError("--max-in-flight needs --concurrency partition or key");
+  return { mode: opts.concurrency, maxInFlight: opts.maxInFlight };
 }
 
 /**
@@ -128,7 +149,17 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
       out.event({ event: "ack_failed", member, ts: new Date().toISOString(), seq: msg.seq, error: ackFailure(err, msg.seq) }, renderEvent);
     }
   };
-  const options = { stream, group, member, handler, consumerConfig: CONSUMER_TEMPLATE, ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}) };
+  const mode = target.concurrency ?? { mode: "serial", maxInFlight: undefined };
+  const options = {
+    stream,
+    group,
+    member,
+    handler,
+    consumerConfig: CONSUMER_TEMPLATE,
+    concurrency: mode.mode,
+    ...(mode.maxInFlight !== undefined ? { maxInFlight: mode.maxInFlight } : {}),
+    ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}),
+  };
   const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, options);
 
   // Subscribe before yielding to the event loop, so no status is missed.

@@ -9,7 +9,7 @@ import { deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../ope
 import { renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
 import { withSession } from "../session.js";
 import { DELETE_WARNING, confirmOrCancel } from "./common.js";
-import { metricsOptions, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { concurrencyOptions, metricsOptions, requestedConcurrency, requestedMetrics, runConsume, sleepMs } from "./consume.js";
 import { flavourOf, type ArgSpec, type CommandSpec } from "./spec.js";
 
 /** The stream and group a flavour's help examples use. */
@@ -142,11 +142,12 @@ export const consumeCommand: CommandSpec = {
   description: (kind) => `join ${article(kind)} partitioned consumer group as a member instance (Ctrl-C to stop)`,
   args: [STREAM, GROUP, MEMBER],
   examples: (kind) => [`cg ${kind} consume ${where(kind)} m1`, `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`, `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`],
-  options: () => metricsOptions(),
+  options: () => [...metricsOptions(), ...concurrencyOptions()],
   run: async ({ kind, args: [stream, group, member], cmd }) => {
     const metrics = requestedMetrics(cmd); // a usage error comes before any connection
+    const concurrency = requestedConcurrency(cmd);
     await withSession(cmd, (s) =>
-      runConsume(s, { kind: flavourOf(kind), stream: stream as string, group: group as string, member: member as string, sleepMs: sleepMs(cmd), ...(metrics ? { metrics } : {}) }),
+      runConsume(s, { kind: flavourOf(kind), stream: stream as string, group: group as string, member: member as string, sleepMs: sleepMs(cmd), concurrency, ...(metrics ? { metrics } : {}) }),
     );
   },
   prompt: { unavailable: (kind) => `run "cg ${kind} consume <stream> <group> <member> [--sleep 20ms]" in another terminal` },

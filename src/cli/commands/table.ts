@@ -10,6 +10,7 @@ import { completionCommand } from "./completion.js";
 import { sleepOption } from "./consume.js";
 import { demoCommand } from "./demo.js";
 import { describeCommand } from "./describe.js";
+import { repartitionCommand } from "./repartition.js";
 import { addCommand as elasticAddCommand, createMappingCommand, deleteMappingCommand, dropCommand, elasticCreateCommand } from "./elastic.js";
 import { runPrompt } from "./prompt.js";
 import { pubCommand } from "./pub.js";
@@ -46,6 +47,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   memberInfoCommand,
   stepDownCommand,
   consumeCommand,
+  repartitionCommand,
   describeCommand,
   topCommand,
   pubCommand,

@@ -1,0 +1,98 @@
+/**
+ * The pure part of repartitioning (issue 18): which old partitions feed a new one,
+ * the transition subjects and filters, the stored record and grown mappings.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  decodeRepartitionRecord,
+  encodeRepartitionRecord,
+  feedingPartitions,
+  growMappings,
+  partitionsToWaitFor,
+  splitStoredSubject,
+  transitionFilters,
+  transitionTransforms,
+} from "../../src/core/repartition.js";
+import { partitionOf } from "../../src/core/partition.js";
+import { ConsumerGroupError } from "../../src/core/errors.js";
+
+describe("repartition - pure parts", () => {
+  test("feeding partitions - every key's old partition is among its new partition's feeders (checked by hashing 5,000 keys for several N -> M)", () => {
+    for (const [from, to] of [
+      [4, 12],
+      [4, 6],
+      [3, 7],
+      [6, 9],
+      [1, 5],
+      [8, 64],
+    ] as const) {
+      for (let i = 0; i < 5000; i++) {
+        const subject = `orders.k${i}`;
+        const oldP = partitionOf(subject, from, { filter: "orders.*", wildcards: [1] });
+        const newQ = partitionOf(subject, to, { filter: "orders.*", wildcards: [1] });
+        assert.ok(feedingPartitions(from, to, newQ).includes(oldP), `${subject}: old ${oldP} of ${from} not among the feeders of new ${newQ} of ${to}`);
+      }
+    }
+  });
+
+  test("feeding partitions - a multiple waits for one old partition, and the old partitions wait for none", () => {
+    assert.deepEqual(feedingPartitions(4, 12, 9), [1]);
+    for (let q = 0; q < 4; q++) assert.deepEqual(partitionsToWaitFor(4, 12, q), [], `old partition ${q} keeps its keys`);
+    for (let q = 4; q < 12; q++) assert.deepEqual(partitionsToWaitFor(4, 12, q), [q % 4]);
+    // 4 -> 6: gcd 2, so even partitions are fed by 0 and 2, odd ones by 1 and 3.
+    assert.deepEqual(feedingPartitions(4, 6, 3), [1, 3]);
+    assert.deepEqual(partitionsToWaitFor(4, 6, 2), [0]);
+    assert.deepEqual(partitionsToWaitFor(4, 6, 5), [1, 3]);
+    // Coprime counts: every old partition feeds every new one.
+    assert.deepEqual(feedingPartitions(3, 7, 6), [0, 1, 2]);
+  });
+
+  test("transition transforms - Go's destinations with the transition token in front", () => {
+    assert.deepEqual(transitionTransforms(12, [{ filter: "orders.*", partitioning_wildcards: [1] }]), [{ src: "orders.*", dest: "pcg-repartition.{{Partition(12,1)}}.orders.{{Wildcard(1)}}" }]);
+    assert.deepEqual(transitionTransforms(6, null), [{ src: ">", dest: "pcg-repartition.{{Partition(6)}}.>" }]);
+  });
+
+  test("transition filters - each final filter kept, a twin added only for open partitions", () => {
+    const finalFilters = ["4.orders.*", "5.orders.*", "10.orders.*"];
+    assert.deepEqual(transitionFilters(finalFilters, (q) => q !== 5), ["4.orders.*", "5.orders.*", "10.orders.*", "pcg-repartition.4.orders.*", "pcg-repartition.10.orders.*"]);
+    assert.deepEqual(transitionFilters(["0.>"], () => false), ["0.>"]);
+  });
+
+  test("stored subjects - the partition and the subject, in both layouts", () => {
+    assert.deepEqual(splitStoredSubject("7.orders.eu"), { partition: 7, subject: "orders.eu" });
+    assert.deepEqual(splitStoredSubject("pcg-repartition.11.orders.eu"), { partition: 11, subject: "orders.eu" });
+    assert.ok(Number.isNaN(splitStoredSubject("orders.eu").partition));
+    assert.deepEqual(splitStoredSubject("3"), { partition: 3, subject: "3" });
+  });
+
+  test("record - round trip, and a record this version does not understand is a typed error", () => {
+    const record = { from: 4, to: 12, phase: "moving" as const, started: "2026-11-30T12:00:00.000Z" };
+    assert.deepEqual(decodeRepartitionRecord(encodeRepartitionRecord(record)), record);
+    for (const bad of ["{", "null", '{"from":4,"to":12,"phase":"paused","started":"x"}', '{"from":0,"to":12,"phase":"moving","started":"x"}', '{"from":4,"to":12.5,"phase":"moving","started":"x"}']) {
+      assert.throws(
+        () => decodeRepartitionRecord(bad),
+        (err: unknown) => err instanceof ConsumerGroupError && err.code === "CONFIG_DECODE",
+        bad,
+      );
+    }
+  });
+
+  test("grown mappings - nothing moves, new partitions go to the least loaded, balanced within one", () => {
+    const grown = growMappings(
+      [
+        { member: "a", partitions: [0, 1] },
+        { member: "b", partitions: [2] },
+        { member: "c", partitions: [3] },
+      ],
+      4,
+      9,
+    );
+    assert.deepEqual(grown, [
+      { member: "a", partitions: [0, 1, 6] },
+      { member: "b", partitions: [2, 4, 7] },
+      { member: "c", partitions: [3, 5, 8] },
+    ]);
+    assert.deepEqual(growMappings([], 4, 8), []);
+  });
+});
