@@ -92,6 +92,7 @@ export { staticRepartitionPlan } from "./static/repartition-plan.js";
 export type { StaticRepartitionPlan } from "./static/repartition-plan.js";
 export type { RepartitionOptions, RepartitionProgress, RepartitionResult } from "./elastic/repartition.js";
 export { feedingPartitions, splitStoredSubject, TRANSITION_TOKEN } from "./core/repartition.js";
+export { MAX_PARTITIONS } from "./core/limits.js";
 export type { RepartitionPhase, RepartitionRecord } from "./core/repartition.js";
 
 // --- observability --------------------------------------------------------------

@@ -2,7 +2,7 @@
  * Partition → member assignment, identical to Go's `GeneratePartitionFilters`.
  * Pure: no NATS, no I/O.
  */
-import { ConsumerGroupError } from "./errors.js";
+import { assertPartitionCount } from "./limits.js";
 import type { ElasticConsumerGroupConfig, MemberMapping, StaticConsumerGroupConfig } from "./types.js";
 
 /**
@@ -35,9 +35,7 @@ export function effectiveMembers(members: readonly string[], maxMembers: number)
 }
 
 function assertMaxMembers(maxMembers: number): void {
-  if (!Number.isSafeInteger(maxMembers) || maxMembers < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", `the max number of members must be >= 1 (got ${String(maxMembers)})`);
-  }
+  assertPartitionCount(maxMembers);
 }
 
 /**

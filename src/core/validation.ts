@@ -3,13 +3,12 @@
  * error text and a typed `code`.
  */
 import { ConsumerGroupError } from "./errors.js";
+import { assertPartitionCount } from "./limits.js";
 import { filtersOverlap, parseFilter } from "./subjects.js";
 import type { ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter, StaticConsumerGroupConfig } from "./types.js";
 
 function validateMaxMembers(maxMembers: number): void {
-  if (!Number.isSafeInteger(maxMembers) || maxMembers < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", "the max number of members must be >= 1");
-  }
+  assertPartitionCount(maxMembers);
 }
 
 function validateMembership(

@@ -25,6 +25,7 @@
 import type { ConsumerInfo, JetStreamClient, JetStreamManager, StreamConfig, StreamInfo } from "@nats-io/jetstream";
 import { partitionAssignment, elasticGetPartitionFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
+import { assertPartitionCount } from "../core/limits.js";
 import { assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../core/names.js";
 import {
   REPARTITION_METADATA_KEY,
@@ -127,9 +128,7 @@ export interface RepartitionResult {
  */
 export async function repartition(js: JetStreamClient, stream: string, group: string, partitions: number, options: RepartitionOptions = {}): Promise<RepartitionResult> {
   assertValidGroupNames(stream, group);
-  if (!Number.isSafeInteger(partitions) || partitions < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", `the new partition count must be an integer >= 1, got ${String(partitions)}`);
-  }
+  assertPartitionCount(partitions, "the new partition count");
   const pollMs = options.pollMs ?? 250;
   const started = Date.now();
   const jsm = await managerOf(js);

@@ -5,6 +5,7 @@
  */
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
+import { assertPartitionCount } from "../core/limits.js";
 import { assertValidGroupNames } from "../core/names.js";
 import { parsePartitionTransform } from "../core/transform.js";
 import { managerOf, streamInfo } from "../nats/context.js";
@@ -37,9 +38,7 @@ export interface StaticRepartitionPlan {
  */
 export async function staticRepartitionPlan(js: JetStreamClient, stream: string, group: string, partitions: number): Promise<StaticRepartitionPlan> {
   assertValidGroupNames(stream, group);
-  if (!Number.isSafeInteger(partitions) || partitions < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", `the new partition count must be an integer >= 1, got ${String(partitions)}`);
-  }
+  assertPartitionCount(partitions, "the new partition count");
   const config = await getStaticConsumerGroupConfig(js, stream, group);
   const jsm = await managerOf(js);
   const info = await streamInfo(jsm, stream, "the static consumer group's stream", "create it first");

@@ -275,6 +275,8 @@ const CASES: Case[] = [
   // --- createElastic ------------------------------------------------------------------
   { fn: "createElastic", what: "a stream name with a wildcard", call: ce({ stream: "EV.>" }), code: "INVALID_NAME", message: [/stream name "EV\.>" contains "\."/] },
   { fn: "createElastic", what: "maxMembers -1", call: ce({ maxMembers: -1 }), code: "INVALID_MAX_MEMBERS", message: [/>= 1/] },
+  { fn: "createElastic", what: "maxMembers 1e9 (above MAX_PARTITIONS)", call: ce({ maxMembers: 1e9 }), code: "INVALID_MAX_MEMBERS", message: [/must be at most 4096/, /one filter per partition/] },
+  { fn: "createStatic", what: "maxMembers 4097 (above MAX_PARTITIONS)", call: cs({ maxMembers: 4097 }), code: "INVALID_MAX_MEMBERS", message: [/must be at most 4096/] },
   {
     fn: "createElastic",
     what: "a partitioning filter with no wildcard",

@@ -33,7 +33,7 @@ import {
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { deferred, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { createKeyedElasticGroup, findOrderBreaks, publishSteadily, type HandlerSpan } from "../helpers/repartition-run.js";
-import { rawElasticConfig, withTimeout } from "../helpers/elastic-util.js";
+import { putRawElasticConfig, rawElasticConfig, withTimeout } from "../helpers/elastic-util.js";
 import { GoMember, driverBinary, publishKeyed } from "../helpers/interop-go.js";
 import { addStaticStream, killAllCg, runCg } from "../helpers/cli-run.js";
 import { now, sleep } from "../helpers/load-harness.js";
@@ -207,11 +207,12 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     const cases: { what: string; n: number; code: string; message: RegExp }[] = [
       { what: "a smaller count", n: 2, code: "INVALID_MAX_MEMBERS", message: /has 4 partitions; a repartition only grows the count \(got 2\)/ },
       { what: "the same count", n: 4, code: "INVALID_MAX_MEMBERS", message: /has 4 partitions; a repartition only grows the count \(got 4\)/ },
-      { what: "a non-integer", n: 6.5, code: "INVALID_MAX_MEMBERS", message: /must be an integer >= 1, got 6\.5/ },
-      { what: "zero", n: 0, code: "INVALID_MAX_MEMBERS", message: /must be an integer >= 1, got 0/ },
-      { what: "a negative count", n: -8, code: "INVALID_MAX_MEMBERS", message: /must be an integer >= 1, got -8/ },
+      { what: "a non-integer", n: 6.5, code: "INVALID_MAX_MEMBERS", message: /must be >= 1 \(got 6\.5\)/ },
+      { what: "zero", n: 0, code: "INVALID_MAX_MEMBERS", message: /must be >= 1 \(got 0\)/ },
+      { what: "a negative count", n: -8, code: "INVALID_MAX_MEMBERS", message: /must be >= 1 \(got -8\)/ },
       { what: "NaN", n: NaN, code: "INVALID_MAX_MEMBERS", message: /got NaN/ },
       { what: "Infinity", n: Infinity, code: "INVALID_MAX_MEMBERS", message: /got Infinity/ },
+      { what: "more than MAX_PARTITIONS", n: 4097, code: "INVALID_MAX_MEMBERS", message: /must be at most 4096 \(got 4097\)/ },
     ];
     for (const c of cases) {
       const err = await rejectsTyped(repartition(env.js, stream, "g", c.n, { pollMs: 50 }), c.code, c.what);
@@ -247,6 +248,22 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     // The group still works, in its old layout.
     await env.js.publish(`${stream}.k1`, JSON.stringify({ key: "k1", seq: 1 }));
     await waitFor(() => handled.includes("k1/1"), 10_000, "m1 to handle a message after the bad calls");
+  });
+
+  test("repartition input - a stored config above MAX_PARTITIONS (a hand edit, another tool): a running member stops with INVALID_MAX_MEMBERS and elasticConsume refuses, instead of crashing the process", async () => {
+    const stream = uniqueName("rmax");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const member = await quickMember(stream, "g", "m1");
+    const stored = await rawElasticConfig(env.js, stream, "g");
+    assert.ok(stored);
+    const huge = stored.text.replace('"max_members":4', '"max_members":1000000000');
+    assert.notEqual(huge, stored.text);
+    await putRawElasticConfig(env.js, stream, "g", huge);
+    const error = await withTimeout(member.closed(), 10_000, "the member to stop");
+    assert.ok(error instanceof ConsumerGroupError && error.code === "INVALID_MAX_MEMBERS", `stopped with ${String(error)}`);
+    assert.match(error.message, /must be at most 4096 \(got 1000000000\)/);
+    await rejectsTyped(elasticConsume(env.js, { stream, group: "g", member: "m1", handler: () => undefined }), "INVALID_MAX_MEMBERS", "joining a group whose stored config is above the maximum");
+    await rejectsTyped(repartition(env.js, stream, "g", 12), "INVALID_MAX_MEMBERS", "repartitioning it");
   });
 
   test("repartition input - a repartition in progress to 12: another count gets REPARTITION_IN_PROGRESS and changes nothing; the call with 12 resumes and finishes once the member can drain", async () => {

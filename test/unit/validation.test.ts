@@ -6,6 +6,8 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import {
   ConsumerGroupError,
+  MAX_PARTITIONS,
+  memberPartitions,
   validateElasticConfig,
   validatePartitioningFilter,
   validateStaticConfig,
@@ -119,6 +121,18 @@ describe("validation - membership rules beyond TestBaseFunctions", () => {
       assertThrowsCode(() => validateElasticConfig({ max_members: max, partitioning_filters: null }), "INVALID_MAX_MEMBERS", GO.max);
     });
   }
+
+  test("validation - the partition count is capped at MAX_PARTITIONS (4096): 4096 is valid, 4097 and 1e9 are INVALID_MAX_MEMBERS saying why", () => {
+    assert.equal(MAX_PARTITIONS, 4096);
+    validateStaticConfig({ max_members: 4096 });
+    validateElasticConfig({ max_members: 4096, partitioning_filters: null, members: ["m1"] });
+    for (const max of [4097, 1e9]) {
+      assertThrowsCode(() => validateStaticConfig({ max_members: max }), "INVALID_MAX_MEMBERS", "must be at most 4096");
+      assertThrowsCode(() => validateElasticConfig({ max_members: max, partitioning_filters: null }), "INVALID_MAX_MEMBERS", "one filter per partition");
+      // The pure assignment refuses too, instead of building a list of a billion partitions.
+      assertThrowsCode(() => memberPartitions(["m1"], max, null, "m1"), "INVALID_MAX_MEMBERS", "must be at most 4096");
+    }
+  });
 
   test("validation - max_members 0 is reported before any other problem", () => {
     const m: Membership = { max: 0, members: ["a"], mappings: [mm("a", 5, 5)] };
