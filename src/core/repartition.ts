@@ -130,7 +130,12 @@ export function filterPartition(filter: string): number {
  *
  * @returns partition NaN when the subject carries no partition number
  */
-export function splitStoredSubject(stored: string): { partition: number; subject: string } {
+export function splitStoredSubject(stored: string): {
+  /** The partition number (NaN when there is none). */
+  partition: number;
+  /** The subject without the partition token(s). */
+  subject: string;
+} {
   let rest = stored;
   if (rest.startsWith(`${TRANSITION_TOKEN}.`)) rest = rest.slice(TRANSITION_TOKEN.length + 1);
   const dot = rest.indexOf(".");

@@ -13,20 +13,32 @@ import { getStaticConsumerGroupConfig } from "./admin.js";
 
 /** The steps to repartition a static group, in order. */
 export interface StaticRepartitionPlan {
+  /** The group's stream. */
   stream: string;
+  /** The group. */
   group: string;
   /** The partition count now. */
   from: number;
   /** The partition count asked for. */
   to: number;
   /** The stream's subject transform now. */
-  transform: { src: string; dest: string };
+  transform: {
+    /** The subjects it applies to. */
+    src: string;
+    /** What they become, with `{{partition(N,…)}}`. */
+    dest: string;
+  };
   /** The destination to set. */
   newDest: string;
   /** The stream's last sequence when the plan was made (a newer one is read again at step 3). */
   lastSeq: number;
-  /** The steps, each a sentence and, where there is one, the command. */
-  steps: { what: string; command?: string }[];
+  /** The steps, in order. */
+  steps: {
+    /** What to do, as a sentence. */
+    what: string;
+    /** The command that does it, where there is one. */
+    command?: string;
+  }[];
 }
 
 /**
