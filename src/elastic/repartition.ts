@@ -44,6 +44,7 @@ import { MODE_KEY } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 import { layoutOf, readLayout, type StreamLayout } from "./layout.js";
+import { readLock, releaseLock, takeLock } from "./repartition-lock.js";
 
 /** Where a repartition is, as reported to `onProgress`. */
 export interface RepartitionProgress {
@@ -137,7 +138,15 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
   const wq = workQueueStreamName(stream, group);
   const info = await workQueueInfo(jsm, wq);
   const layout = layoutOf(info);
-  const resumed = layout.record !== undefined;
+  const kv = await openConfigBucket(js, jsm, "elastic");
+  const held = (await readLock(kv, stream, group))?.lock;
+  if (!layout.record && held && held.to === partitions && config.config.max_members === partitions && layout.partitions === partitions) {
+    // A run that finished everything but releasing its lock (it died just before).
+    await releaseLock(kv, stream, group);
+    options.onProgress?.(new ProgressTracker(held.from, partitions, started, true).report("done", [], 0, [], []));
+    return { from: held.from, to: partitions, resumed: true, durationMs: Date.now() - started, unverifiedConsumers: [] };
+  }
+  const resumed = layout.record !== undefined || held?.to === partitions;
   let from: number;
   if (layout.record) {
     if (layout.record.to !== partitions) {
@@ -170,6 +179,8 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     );
   }
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
+  // A lock left by a repartition that finished (the config and the stream say its count) is stale.
+  await takeLock(kv, stream, group, { from, to: partitions, started: record.started }, (lock) => !layout.record && lock.to === config.config.max_members);
   if (!layout.record) await cut(jsm, info, record, config.config);
   await growConfig(js, jsm, stream, group, from, partitions);
 
@@ -194,7 +205,10 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     }
     const progress = await check();
     options.onProgress?.(progress);
-    if (progress.phase === "done") break;
+    if (progress.phase === "done") {
+      await releaseLock(kv, stream, group);
+      break;
+    }
     const fresh = await workQueueInfo(jsm, wq);
     const latest = layoutOf(fresh);
     if (progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {

@@ -22,6 +22,7 @@ import {
   elasticGetPartitionFilters,
   feedingPartitions,
   getElasticConsumerGroupConfig,
+  listElasticConsumerGroups,
   repartition,
   setMemberMappings,
   workQueueStreamName,
@@ -264,6 +265,34 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     assert.match(error.message, /must be at most 4096 \(got 1000000000\)/);
     await rejectsTyped(elasticConsume(env.js, { stream, group: "g", member: "m1", handler: () => undefined }), "INVALID_MAX_MEMBERS", "joining a group whose stored config is above the maximum");
     await rejectsTyped(repartition(env.js, stream, "g", 12), "INVALID_MAX_MEMBERS", "repartitioning it");
+  });
+
+  test("repartition input - two repartitions started at once: to different counts, one runs and the other gets REPARTITION_IN_PROGRESS before changing anything; the lock never shows as a group and is gone at the end", async () => {
+    const stream = uniqueName("rlk");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const handled: string[] = [];
+    await quickMember(stream, "g", "m1", handled);
+    for (let i = 0; i < 200; i++) await env.js.publish(`${stream}.k${i % 20}`, JSON.stringify({ key: `k${i % 20}`, seq: Math.floor(i / 20) + 1 }));
+    const [a, b] = await Promise.allSettled([repartition(env.js, stream, "g", 8, { pollMs: 50 }), repartition(env.js, stream, "g", 12, { pollMs: 50 })]);
+    const won = [a, b].filter((r) => r.status === "fulfilled");
+    const lost = [a, b].filter((r): r is PromiseRejectedResult => r.status === "rejected");
+    assert.equal(won.length, 1, `exactly one runs: ${JSON.stringify([a, b].map((r) => (r.status === "rejected" ? String(r.reason) : r.value)))}`);
+    assert.ok(lost[0]?.reason instanceof ConsumerGroupError && lost[0].reason.code === "REPARTITION_IN_PROGRESS", String(lost[0]?.reason));
+    const to = (won[0] as PromiseFulfilledResult<RepartitionResult>).value.to;
+    await assertFinished(stream, "g", to);
+    assert.deepEqual(await listElasticConsumerGroups(env.js, stream), ["g"], "the lock key is not listed as a group");
+    const kv = await new Kvm(env.js).open(ELASTIC_BUCKET);
+    assert.equal(await kv.get(`pcg/repartition.${stream}.g`).then((e) => (e && e.operation === "PUT" ? e : null)), null, "the lock is released");
+    await waitFor(() => handled.length >= 200, 10_000, "every message handled");
+
+    // A lock left behind by a run that finished everything but releasing it: running it again says done; a later, larger repartition replaces it.
+    await kv.put(`pcg/repartition.${stream}.g`, JSON.stringify({ from: 4, to, started: new Date().toISOString() }));
+    const again = await repartition(env.js, stream, "g", to);
+    assert.deepEqual({ from: again.from, to: again.to, resumed: again.resumed }, { from: 4, to, resumed: true });
+    await kv.put(`pcg/repartition.${stream}.g`, JSON.stringify({ from: 4, to, started: new Date().toISOString() }));
+    const larger = await repartition(env.js, stream, "g", to * 2, { pollMs: 50 });
+    assert.equal(larger.to, to * 2);
+    await assertFinished(stream, "g", to * 2);
   });
 
   test("repartition input - a repartition in progress to 12: another count gets REPARTITION_IN_PROGRESS and changes nothing; the call with 12 resumes and finishes once the member can drain", async () => {
