@@ -1,7 +1,7 @@
 /**
  * `elasticConsume`: runs one instance of an elastic group's member.
  */
-import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters, memberPartitions } from "../core/assignment.js";
 import { sameElasticSettings, sameMembership } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
@@ -25,6 +25,17 @@ function elasticDriver(stream: string, group: string, member: string, template: 
   const consumerName = elasticConsumerName(member);
   /** The filters this instance last gave the consumer (a standby may have given the same). */
   let applied: string[] | undefined;
+  /** Deletes the consumer made at `created` if it never delivered a message and nobody is pinned to it. */
+  const deleteIfUnused = async (jsm: JetStreamManager, created: string): Promise<void> => {
+    try {
+      const info = await jsm.consumers.info(wq, consumerName);
+      const groups = (info as { priority_groups?: { pinned_client_id?: string }[] }).priority_groups ?? [];
+      const pinned = groups.some((g) => !!g.pinned_client_id);
+      if (info.created === created && info.delivered.consumer_seq === 0 && !pinned) await jsm.consumers.delete(wq, consumerName);
+    } catch (err) {
+      if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `replacing the consumer "${consumerName}" made for an older reading of the repartition`);
+    }
+  };
   return {
     kind: "elastic",
     flavour: ELASTIC,
@@ -60,12 +71,21 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       return grown === next && sameMembership(current, next) ? "same" : "membership";
     },
     async createConsumer(jsm, config, groupConfig) {
-      const filters = await filtersForLayout(jsm, wq, await readLayout(jsm, wq), groupConfig.max_members, config.filter_subjects ?? []);
+      const finalFilters = config.filter_subjects ?? [];
+      const layout = await readLayout(jsm, wq);
+      const filters = await filtersForLayout(jsm, wq, layout, groupConfig.max_members, finalFilters);
       config = { ...config, filter_subjects: filters };
       applied = filters;
       try {
-        await jsm.consumers.add(wq, config);
-        return "ready";
+        const created = await jsm.consumers.add(wq, config);
+        // A repartition may have moved on while the consumer was made from an older reading (a gate
+        // opened, or it started finishing): nothing is pulled from it until the filters are read again
+        // and still hold, or the repartition could finish past a consumer it never saw without them.
+        if (!layout.record) return "ready";
+        const now = await filtersForLayout(jsm, wq, await readLayout(jsm, wq), groupConfig.max_members, finalFilters);
+        if (now.length === filters.length && now.every((f, i) => f === filters[i])) return "ready";
+        await deleteIfUnused(jsm, created.created);
+        return "busy";
       } catch (err) {
         const code = apiErrorCode(err);
         // 10100: another member still holds some of these partitions until it has drained them.
