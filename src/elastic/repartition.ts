@@ -22,7 +22,7 @@
  * 5. **Done.** When no transition message is left, the record is removed; members
  *    drop the transition filters.
  */
-import type { ConsumerInfo, JetStreamClient, JetStreamManager, StreamConfig, StreamInfo } from "@nats-io/jetstream";
+import type { ConsumerInfo, JetStreamClient, JetStreamManager, StreamConfig, StreamInfo, StreamSource } from "@nats-io/jetstream";
 import { partitionAssignment, elasticGetPartitionFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertPartitionCount } from "../core/limits.js";
@@ -75,13 +75,15 @@ export interface RepartitionOptions {
   /** Called after each check (every `pollMs`). */
   onProgress?: (progress: RepartitionProgress) => void;
   /**
-   * Repartition even though the group has consumers that may be Go members': those
-   * without this library's metadata. Members in `serial` mode (the default) are among
-   * them, because their consumer config is exactly Go's, so that Go and TypeScript
-   * instances can share a member; pass `force` when you know they are all this
-   * library's. A Go member cannot follow the transition layout: nothing is lost or
-   * reordered, but the repartition waits (and the new layout's messages of that
-   * member's partitions wait) until the member runs this library instead.
+   * Repartition even though some members cannot be shown to be this library's:
+   * consumers without its metadata (Go's, and this library's in `serial` mode, the
+   * default, whose consumer config is exactly Go's so that Go and TypeScript instances
+   * can share a member), and members with partitions that run no instance now. Pass
+   * it when you know they are all this library's. A Go member cannot follow the
+   * transition layout: Go stops it when the partition count changes, a running Go
+   * consumer holds the finish back, and a Go instance started while the repartition
+   * is finishing can break per-key order for its partitions, so start none until it
+   * is done.
    */
   force?: boolean;
   /** How often the stream and consumers are checked (default 250 ms). */
@@ -100,8 +102,8 @@ export interface RepartitionResult {
   resumed: boolean;
   /** How long this call took. */
   durationMs: number;
-  /** Consumers without this library's metadata (Go's, or this library's in serial mode) that `force` went past. */
-  unverifiedConsumers: string[];
+  /** Members `force` went past: consumers without this library's metadata, and members running no instance. */
+  unverifiedMembers: string[];
 }
 
 /**
@@ -144,7 +146,7 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     // A run that finished everything but releasing its lock (it died just before).
     await releaseLock(kv, stream, group);
     options.onProgress?.(new ProgressTracker(held.from, partitions, started, true).report("done", [], 0, [], []));
-    return { from: held.from, to: partitions, resumed: true, durationMs: Date.now() - started, unverifiedConsumers: [] };
+    return { from: held.from, to: partitions, resumed: true, durationMs: Date.now() - started, unverifiedMembers: [] };
   }
   const resumed = layout.record !== undefined || held?.to === partitions;
   let from: number;
@@ -171,11 +173,12 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
       );
     }
   }
-  const unverifiedConsumers = await goMemberConsumers(jsm, wq);
-  if (unverifiedConsumers.length > 0 && !options.force) {
+  // Checked before starting: a repartition already under way is better finished than refused.
+  const unverifiedMembers = resumed ? [] : await findUnverifiedMembers(jsm, wq, config.config);
+  if (unverifiedMembers.length > 0 && !options.force) {
     throw new ConsumerGroupError(
       "GO_MEMBERS_PRESENT",
-      `the elastic consumer group ${stream}.${group} has consumers that may be Go members': ${unverifiedConsumers.join(", ")} (no nats-pcgroups metadata: Go's, or this library's in serial mode, which keeps Go's exact consumer config). Go members cannot follow a repartition: stop them or move them to nats-pcgroups first. If these are all nats-pcgroups instances, pass force (--force); a Go member left among them holds the repartition (and its partitions' new messages) back until it runs nats-pcgroups, but nothing is lost or reordered`,
+      `the elastic consumer group ${stream}.${group} has members that may be Go members: ${unverifiedMembers.join(", ")} (their consumers carry no nats-pcgroups metadata, as Go's and this library's serial mode's do not, or they run no instance now). Go members cannot follow a repartition: Go stops a member when the partition count changes, and a Go instance started before the repartition is done can break per-key order for its partitions. Pass force (--force) when these are all nats-pcgroups members, and start no Go instance of the group until it is done`,
     );
   }
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
@@ -221,7 +224,7 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     }
     await sleep(pollMs, options.signal);
   }
-  return { from, to: partitions, resumed, durationMs: Date.now() - started, unverifiedConsumers };
+  return { from, to: partitions, resumed, durationMs: Date.now() - started, unverifiedMembers };
 }
 
 async function readElasticConfig(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string): Promise<{ config: ElasticConsumerGroupConfig; revision: number }> {
@@ -263,9 +266,17 @@ async function workQueueInfo(jsm: JetStreamManager, wq: string): Promise<StreamI
   }
 }
 
-/** The consumers on the work-queue stream that this library did not create. */
-async function goMemberConsumers(jsm: JetStreamManager, wq: string): Promise<string[]> {
-  return (await listConsumers(jsm, wq)).filter((c) => c.config.metadata?.[MODE_KEY] === undefined).map((c) => c.name);
+/**
+ * What cannot be shown to be this library's: consumers without its metadata (Go's, or
+ * its own in serial mode), and members that own partitions but run no instance now
+ * (one of them could be a Go member started later).
+ */
+async function findUnverifiedMembers(jsm: JetStreamManager, wq: string, config: ElasticConsumerGroupConfig): Promise<string[]> {
+  const consumers = await listConsumers(jsm, wq);
+  const unmarked = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined).map((c) => c.name);
+  const running = new Set(consumers.map((c) => c.name));
+  const absent = [...partitionAssignment(config)].filter(([member, partitions]) => partitions.length > 0 && !running.has(member)).map(([member]) => member);
+  return [...unmarked, ...absent].sort();
 }
 
 async function listConsumers(jsm: JetStreamManager, wq: string): Promise<ConsumerInfo[]> {
@@ -295,8 +306,9 @@ async function updateStream(jsm: JetStreamManager, config: StreamConfig, what: s
 
 /** Step 1: the transition layout and the record, in one stream update. */
 async function cut(jsm: JetStreamManager, info: StreamInfo, record: RepartitionRecord, config: ElasticConsumerGroupConfig): Promise<void> {
+  const start = await sourcedUpTo(jsm, info.config.name);
   const next = updatedConfig(info, (c) => {
-    c.sources = [{ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transitionTransforms(record.to, config.partitioning_filters) }];
+    c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transitionTransforms(record.to, config.partitioning_filters) }, start)];
     c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord(record) };
   });
   await updateStream(jsm, next, `the cut to the transition layout of ${record.to} partitions`);
@@ -320,21 +332,56 @@ async function growConfig(js: JetStreamClient, jsm: JetStreamManager, stream: st
 async function finish(jsm: JetStreamManager, info: StreamInfo, layout: StreamLayout, config: ElasticConsumerGroupConfig): Promise<void> {
   const record = layout.record;
   if (!record || record.phase !== "moving") return;
+  const start = await sourcedUpTo(jsm, info.config.name);
   const next = updatedConfig(info, (c) => {
-    c.sources = [{ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: sourceTransforms(record.to, config.partitioning_filters) }];
+    c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: sourceTransforms(record.to, config.partitioning_filters) }, start)];
     c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord({ ...record, phase: "finishing" }) };
   });
   await updateStream(jsm, next, `switching to the final layout of ${record.to} partitions`);
 }
 
-/** Step 5: the record goes. */
+/** Step 5: the record goes, and so does the start position of the switches (the same source keeps running: Go's config again). */
 async function clearRecord(jsm: JetStreamManager, info: StreamInfo): Promise<void> {
   const next = updatedConfig(info, (c) => {
+    c.sources = (c.sources ?? []).map((s) => withStart(s, undefined));
     const metadata = { ...(c.metadata ?? {}) };
     delete metadata[REPARTITION_METADATA_KEY];
     c.metadata = metadata;
   });
   await updateStream(jsm, next, "removing the finished repartition's record");
+}
+
+/**
+ * Where the work-queue stream's source has got to, at least: the origin sequence of
+ * the newest message still stored (its `Nats-Stream-Source` header), or undefined
+ * when none is stored.
+ *
+ * nats-server restarts a source whose transform changed as a new source, from the
+ * time of the stream's last message, or from the origin's start while the stream
+ * still holds its first message: origin messages still in flight would be skipped,
+ * or the whole origin sourced again. Starting the switched source right after this
+ * position instead skips nothing; what the old source delivered after it (messages
+ * acked since, or sourced during the switch) comes again, once.
+ */
+async function sourcedUpTo(jsm: JetStreamManager, wq: string): Promise<number | undefined> {
+  let newest;
+  try {
+    newest = await jsm.streams.getMessage(wq, { last_by_subj: ">" });
+  } catch (err) {
+    throw wrapServerError(err, `reading the newest message of "${wq}"`);
+  }
+  const header = newest?.header?.get("Nats-Stream-Source") ?? "";
+  const seq = Number(header.split(" ")[1]);
+  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+}
+
+/** A source that starts right after origin sequence `sourced` (or wherever the server chooses, when undefined). */
+function withStart(source: StreamSource, sourced: number | undefined): StreamSource {
+  const next: StreamSource = { ...source };
+  delete next.opt_start_seq;
+  delete next.opt_start_time;
+  if (sourced !== undefined) next.opt_start_seq = sourced + 1;
+  return next;
 }
 
 /** Messages stored under `<token>.>`. */

@@ -14,8 +14,12 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-/** Starts a proxy on a free loopback port that forwards to 127.0.0.1:`targetPort`. */
-export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+/**
+ * Starts a proxy on a free loopback port that forwards to 127.0.0.1:`targetPort`.
+ *
+ * @param delayMs - added to every chunk in each direction (a slow link); 0 pipes directly
+ */
+export async function startTcpProxy(targetPort: number, delayMs = 0): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let refusing = false;
   const server: Server = createServer((client) => {
@@ -29,8 +33,15 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       s.on("close", () => sockets.delete(s));
       s.on("error", () => s.destroy());
     }
-    client.pipe(upstream);
-    upstream.pipe(client);
+    if (delayMs > 0) {
+      // Same delay for every chunk: order is kept.
+      const forward = (from: Socket, to: Socket): void => void from.on("data", (chunk) => setTimeout(() => to.destroyed || to.write(chunk), delayMs));
+      forward(client, upstream);
+      forward(upstream, client);
+    } else {
+      client.pipe(upstream);
+      upstream.pipe(client);
+    }
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });

@@ -37,7 +37,7 @@ export function renderProgress(p: RepartitionProgress, s: Styler, peak: number):
 
 /** The closing line of a repartition. */
 export function renderRepartitioned(r: RepartitionResult): string {
-  const forced = r.unverifiedConsumers.length > 0 ? ` (forced past consumers without nats-pcgroups metadata: ${r.unverifiedConsumers.join(", ")})` : "";
+  const forced = r.unverifiedMembers.length > 0 ? ` (forced past members not shown to be nats-pcgroups: ${r.unverifiedMembers.join(", ")})` : "";
   return `repartitioned from ${r.from} to ${r.to} partitions in ${(r.durationMs / 1000).toFixed(1)}s${r.resumed ? " (resumed)" : ""}${forced}`;
 }
 
@@ -63,7 +63,7 @@ export const repartitionCommand: CommandSpec = {
       ? "grow a live elastic group's partition count, keeping per-key order (run it again to resume one that was interrupted)"
       : "print the steps that repartition a static group (its stream's transform is yours to change)",
   args: [STREAM, GROUP, { name: "partitions", description: "the new partition count", parse: arg((v) => parsePositiveInt(v, "partitions")) }],
-  options: (kind) => (kind === "elastic" ? [new Option("--force", "go on although some consumers have no nats-pcgroups metadata (Go members, or nats-pcgroups members in serial mode); a real Go member holds the repartition back until it runs nats-pcgroups")] : []),
+  options: (kind) => (kind === "elastic" ? [new Option("--force", "go on although some members cannot be shown to be nats-pcgroups (serial-mode or Go consumers, members not running); start no Go instance of the group until it is done")] : []),
   examples: (kind) =>
     kind === "elastic" ? ["cg elastic repartition orders shipping 12", "cg elastic repartition orders shipping 12 --json"] : ["cg static repartition orders billing 8"],
   run: async ({ kind, args: [stream, group, partitions], opts, cmd }) =>
