@@ -22,7 +22,7 @@
  * 5. **Done.** When no transition message is left, the record is removed; members
  *    drop the transition filters.
  */
-import type { ConsumerInfo, JetStreamClient, JetStreamManager, StreamConfig, StreamInfo, StreamSource } from "@nats-io/jetstream";
+import type { ConsumerInfo, JetStreamClient, JetStreamManager, StoredMsg, StreamConfig, StreamInfo, StreamSource } from "@nats-io/jetstream";
 import { partitionAssignment, elasticGetPartitionFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertPartitionCount } from "../core/limits.js";
@@ -215,7 +215,7 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     const fresh = await workQueueInfo(jsm, wq);
     const latest = layoutOf(fresh);
     if (progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
-      await finish(jsm, fresh, latest, config.config);
+      await finish(jsm, latest, wq, config.config);
       continue;
     }
     if (progress.phase === "finishing" && progress.transitionLeft === 0) {
@@ -304,14 +304,9 @@ async function updateStream(jsm: JetStreamManager, config: StreamConfig, what: s
   }
 }
 
-/** Step 1: the transition layout and the record, in one stream update. */
+/** Step 1: the transition layout and the record, in one switch of the source. */
 async function cut(jsm: JetStreamManager, info: StreamInfo, record: RepartitionRecord, config: ElasticConsumerGroupConfig): Promise<void> {
-  const start = await sourcedUpTo(jsm, info.config.name);
-  const next = updatedConfig(info, (c) => {
-    c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transitionTransforms(record.to, config.partitioning_filters) }, start)];
-    c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord(record) };
-  });
-  await updateStream(jsm, next, `the cut to the transition layout of ${record.to} partitions`);
+  await switchSource(jsm, info.config.name, transitionTransforms(record.to, config.partitioning_filters), record, false, `the cut to the transition layout of ${record.to} partitions`);
 }
 
 /** Step 2: the config's partition count (and mappings). */
@@ -329,15 +324,125 @@ async function growConfig(js: JetStreamClient, jsm: JetStreamManager, stream: st
 }
 
 /** Step 4: Go's layout for the new count, phase `finishing`. */
-async function finish(jsm: JetStreamManager, info: StreamInfo, layout: StreamLayout, config: ElasticConsumerGroupConfig): Promise<void> {
+async function finish(jsm: JetStreamManager, layout: StreamLayout, wq: string, config: ElasticConsumerGroupConfig): Promise<void> {
   const record = layout.record;
   if (!record || record.phase !== "moving") return;
-  const start = await sourcedUpTo(jsm, info.config.name);
-  const next = updatedConfig(info, (c) => {
-    c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: sourceTransforms(record.to, config.partitioning_filters) }, start)];
-    c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord({ ...record, phase: "finishing" }) };
-  });
-  await updateStream(jsm, next, `switching to the final layout of ${record.to} partitions`);
+  await switchSource(jsm, wq, sourceTransforms(record.to, config.partitioning_filters), { ...record, phase: "finishing" }, true, `switching to the final layout of ${record.to} partitions`);
+}
+
+/** How long the member consumers are paused at most while the source switches (they are resumed as soon as it is done). */
+const SWITCH_PAUSE_MS = 30_000;
+
+/**
+ * Switches the work-queue stream's source to `transforms` (and stores `record`)
+ * without losing or repeating a message. nats-server restarts a source whose
+ * transform changed as a new source, from the time of the stream's last message, or
+ * from the origin's start while the stream still holds its first message: in-flight
+ * origin messages would be skipped, or the whole origin sourced again. So:
+ * 1. the member consumers are paused: from now on, what is sourced stays stored;
+ * 2. the newest message the old source stored is the anchor (see {@link switchAnchor}):
+ *    the new source starts right after its origin sequence (`opt_start_seq`), so
+ *    nothing in flight is skipped and nothing handled comes again;
+ * 3. what the old source still stored after the anchor was never handed to anyone:
+ *    the new source delivers it again, in the new layout, so the old copies are deleted;
+ * 4. the consumers are resumed.
+ *
+ * @param fromTransition - whether the old source is the transition layout (the finish) or the old one (the cut)
+ */
+async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src: string; dest: string }[], record: RepartitionRecord, fromTransition: boolean, what: string): Promise<void> {
+  const paused: string[] = [];
+  const until = new Date(Date.now() + SWITCH_PAUSE_MS);
+  try {
+    for (const c of await listConsumers(jsm, wq)) {
+      try {
+        await jsm.consumers.pause(wq, c.name, until);
+        paused.push(c.name);
+      } catch (err) {
+        if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `pausing "${c.name}" while the source of "${wq}" switches`);
+      }
+    }
+    const info = await workQueueInfo(jsm, wq);
+    const anchor = await switchAnchor(jsm, wq, info.config.sources?.[0]?.name ?? "");
+    const next = updatedConfig(info, (c) => {
+      c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transforms }, anchor.origin)];
+      c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord(record) };
+    });
+    await updateStream(jsm, next, what);
+    await deleteOldCopies(jsm, wq, anchor.seq + 1, fromTransition);
+  } finally {
+    for (const name of paused) {
+      // A consumer that cannot be resumed now resumes by itself at `until`; one deleted meanwhile needs nothing.
+      await jsm.consumers.resume(wq, name).catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * The switch's anchor: the newest message the old source stored, and its origin
+ * sequence. With the consumers paused, whatever is sourced from now on stays stored,
+ * so the stream's last message either exists (it is the anchor) or was handled
+ * before the pause; then the next sourced message becomes the anchor. When nothing is
+ * sourced for {@link IDLE_MS}, the source has caught up with the origin as it was at
+ * the start of the wait, and that origin sequence is the anchor's.
+ */
+async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string): Promise<{ seq: number; origin: number | undefined }> {
+  let originLast: number;
+  try {
+    originLast = (await jsm.streams.info(origin)).state.last_seq;
+  } catch (err) {
+    throw wrapServerError(err, `reading the source stream "${origin}" of "${wq}"`);
+  }
+  const deadline = Date.now() + IDLE_MS;
+  for (;;) {
+    const last = (await workQueueInfo(jsm, wq)).state.last_seq;
+    const newest = last > 0 ? await messageAt(jsm, wq, last) : null;
+    if (newest) return { seq: last, origin: originSeq(newest.header?.get("Nats-Stream-Source")) };
+    if (Date.now() >= deadline) return { seq: last, origin: originLast };
+    await sleep(ANCHOR_POLL_MS, undefined);
+  }
+}
+
+/** The message at `seq`, or null when it is gone. */
+async function messageAt(jsm: JetStreamManager, wq: string, seq: number): Promise<StoredMsg | null> {
+  try {
+    return await jsm.streams.getMessage(wq, { seq });
+  } catch (err) {
+    throw wrapServerError(err, `reading message ${seq} of "${wq}"`);
+  }
+}
+
+/** How long the switch waits for the old source to store a message before it takes the source as caught up. */
+const IDLE_MS = 2000;
+const ANCHOR_POLL_MS = 50;
+
+/** The origin sequence in a `Nats-Stream-Source` header (`<stream> <seq> …`). */
+function originSeq(header: string | undefined): number | undefined {
+  const seq = Number((header ?? "").split(" ")[1]);
+  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+}
+
+/**
+ * Deletes the messages the old source stored from `fromSeq` on: they were sourced
+ * while the consumers were paused, so no one has them, and the new source delivers
+ * them again. They all come before the new source's first message.
+ */
+async function deleteOldCopies(jsm: JetStreamManager, wq: string, fromSeq: number, fromTransition: boolean): Promise<void> {
+  const last = (await workQueueInfo(jsm, wq)).state.last_seq;
+  for (let seq = fromSeq; seq <= last; seq++) {
+    let m;
+    try {
+      m = await jsm.streams.getMessage(wq, { seq });
+    } catch (err) {
+      throw wrapServerError(err, `reading message ${seq} of "${wq}" after the switch`);
+    }
+    if (!m) continue;
+    if (m.subject.startsWith(`${TRANSITION_TOKEN}.`) !== fromTransition) return;
+    try {
+      await jsm.streams.deleteMessage(wq, seq, false);
+    } catch (err) {
+      throw wrapServerError(err, `deleting message ${seq} of "${wq}", which the new layout's source delivers again`);
+    }
+  }
 }
 
 /** Step 5: the record goes, and so does the start position of the switches (the same source keeps running: Go's config again). */
@@ -349,30 +454,6 @@ async function clearRecord(jsm: JetStreamManager, info: StreamInfo): Promise<voi
     c.metadata = metadata;
   });
   await updateStream(jsm, next, "removing the finished repartition's record");
-}
-
-/**
- * Where the work-queue stream's source has got to, at least: the origin sequence of
- * the newest message still stored (its `Nats-Stream-Source` header), or undefined
- * when none is stored.
- *
- * nats-server restarts a source whose transform changed as a new source, from the
- * time of the stream's last message, or from the origin's start while the stream
- * still holds its first message: origin messages still in flight would be skipped,
- * or the whole origin sourced again. Starting the switched source right after this
- * position instead skips nothing; what the old source delivered after it (messages
- * acked since, or sourced during the switch) comes again, once.
- */
-async function sourcedUpTo(jsm: JetStreamManager, wq: string): Promise<number | undefined> {
-  let newest;
-  try {
-    newest = await jsm.streams.getMessage(wq, { last_by_subj: ">" });
-  } catch (err) {
-    throw wrapServerError(err, `reading the newest message of "${wq}"`);
-  }
-  const header = newest?.header?.get("Nats-Stream-Source") ?? "";
-  const seq = Number(header.split(" ")[1]);
-  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
 }
 
 /** A source that starts right after origin sequence `sourced` (or wherever the server chooses, when undefined). */

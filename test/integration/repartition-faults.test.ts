@@ -4,8 +4,8 @@
  * seeded random points spread over its phases (before the cut, while old-layout
  * messages move, while the transition layout drains), and run again each time; and
  * the main scenario on a 3-node cluster with R3 streams, members on different
- * nodes. Either way: nothing lost, per-key order of first handling kept, duplicates
- * only from the source switches, and the group ends in Go's layout for the new count.
+ * nodes. Either way: nothing lost, per-key order of first handling kept, no
+ * duplicates, and the group ends in Go's layout for the new count.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -70,7 +70,7 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
       await env.close();
     });
 
-    test("kill -9 of the process running the repartition, 5 times, each followed by a resume: nothing lost, per-key order kept, duplicates only from the switches", async (t) => {
+    test("kill -9 of the process running the repartition, 5 times, each followed by a resume: nothing lost, per-key order kept, no duplicates", async (t) => {
       const seed = Number(process.env["REPARTITION_SEED"] ?? Math.floor(Math.random() * 2 ** 31));
       t.diagnostic(`seed ${seed} (REPARTITION_SEED=${seed} replays the kill points)`);
       const random = prng(seed);
