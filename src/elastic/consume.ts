@@ -59,16 +59,19 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       delete consumer.durable_name;
       return consumer;
     },
-    classify(current, next) {
-      // A repartition grows the partition count; the stream's layout says how to follow it.
-      const grown = next.max_members > current.max_members ? { ...next, max_members: current.max_members } : next;
-      if (!sameElasticSettings(current, grown)) {
-        return new ConsumerGroupError(
-          "CONFIG_IMMUTABLE",
-          `elastic consumer group config ${stream}.${group} watcher received a bad change in the configuration: max number of members, buffered messages, filter or partitioning wildcards changed (they are immutable: delete and recreate the group)`,
-        );
+    async classify(current, next, jsm) {
+      const immutable = new ConsumerGroupError(
+        "CONFIG_IMMUTABLE",
+        `elastic consumer group config ${stream}.${group} watcher received a bad change in the configuration: max number of members, buffered messages, filter or partitioning wildcards changed (they are immutable: delete and recreate the group, or grow the partition count with repartition() / "cg elastic repartition")`,
+      );
+      if (next.max_members === current.max_members) {
+        if (!sameElasticSettings(current, next)) return immutable;
+        return sameMembership(current, next) ? "same" : "membership";
       }
-      return grown === next && sameMembership(current, next) ? "same" : "membership";
+      // Only a repartition changes the partition count: its record in the stream says to which.
+      if (!sameElasticSettings(current, { ...next, max_members: current.max_members })) return immutable;
+      const record = (await readLayout(jsm, wq)).record;
+      return record && record.from === current.max_members && record.to === next.max_members ? "membership" : immutable;
     },
     async createConsumer(jsm, config, groupConfig) {
       const finalFilters = config.filter_subjects ?? [];

@@ -287,7 +287,8 @@ export class MemberController<C> implements ConsumerGroupMember {
     if (this.stopped) return;
     if (event.kind === "deleted") return this.shutdown({ kind: "config_deleted" }, { unpin: false, cleanup: true });
     if (event.kind === "invalid") return this.shutdown({ kind: "config_unusable", error: event.error }, { unpin: false, cleanup: true });
-    const verdict = this.port.classify(this.current.config, event.config);
+    const verdict = await this.port.classify(this.current.config, event.config);
+    if (this.stopped) return;
     if (verdict instanceof ConsumerGroupError) return this.shutdown({ kind: "config_unusable", error: verdict }, { unpin: false, cleanup: true });
     const before = this.partitions();
     this.current = { config: event.config, revision: event.revision };

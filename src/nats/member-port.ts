@@ -38,6 +38,9 @@ export type EnsureResult =
   /** Not now: another owner still holds partitions or the old consumer (10100, or a pinned instance drains); retry soon. */
   | "busy";
 
+/** What a config change means for a member: nothing, new partitions or filters, or a stop (the error says why). */
+export type Classification = "same" | "membership" | ConsumerGroupError;
+
 /** What a {@link MemberPort.refreshConsumer} check found. */
 export interface RefreshResult {
   /** When to check again (ms), or undefined when nothing needs following. */
@@ -57,7 +60,7 @@ export interface MemberPort<C> {
   /** Whether the member has a consumer under `config` (it owns partitions). */
   wantsConsumer(config: C): boolean;
   /** Whether `next` is the same config, a membership change, or a change that must stop the member. */
-  classify(current: C, next: C): "same" | "membership" | ConsumerGroupError;
+  classify(current: C, next: C): Classification | Promise<Classification>;
   /**
    * Creates (or binds to) the member's consumer for `config`.
    *

@@ -13,7 +13,7 @@ import { readConfig, watchConfig, type Flavour, type StoredConfig } from "./conf
 import { checkClientShapes, connectionOf, connectionStatus } from "./client-seam.js";
 import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
-import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
+import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
 import type { ConsumerGroupMember, MemberSettings } from "./member-types.js";
 import { PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
@@ -37,7 +37,7 @@ export interface MemberDriver<C> {
   /** The member's partitions under `config`. */
   partitions(config: C): number[];
   /** Whether `next` is the same, a membership change, or a change that must stop members. */
-  classify(current: C, next: C): "same" | "membership" | ConsumerGroupError;
+  classify(current: C, next: C, jsm: JetStreamManager): Classification | Promise<Classification>;
   /** Creates the consumer for `groupConfig`; "busy" when it should be retried soon. Throws when it cannot be created. */
   createConsumer(jsm: JetStreamManager, config: Partial<ConsumerConfig>, groupConfig: C): Promise<EnsureResult>;
   /** Checks the running consumer against the group's stream (see `MemberPort.refreshConsumer`). */
@@ -109,8 +109,8 @@ class NatsMemberPort<C> implements MemberPort<C> {
     return this.driver.consumerConfig(config) !== undefined;
   }
 
-  classify(current: C, next: C): "same" | "membership" | ConsumerGroupError {
-    return this.driver.classify(current, next);
+  classify(current: C, next: C): Classification | Promise<Classification> {
+    return this.driver.classify(current, next, this.jsm);
   }
 
   async ensureConsumer(config: C): Promise<EnsureResult> {
