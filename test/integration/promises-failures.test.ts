@@ -247,7 +247,9 @@ describe("promises - failures hold only what failed (issue 14)", () => {
     }
     console.log(`item 8: at most ${most} messages delivered and unacked with max_ack_pending -1 (local cap 256)`);
     assert.ok(handled > 0, "the member was consuming");
-    assert.ok(most <= 256, `the consumer had ${most} messages delivered and unacked (held by the process) with max_ack_pending -1; the local cap is 256`);
+    // The process frees a message's slot once its ack is sent; the server counts it until the ack is
+    // processed, so it may see one more than the process holds: the one ack on the wire (serial mode).
+    assert.ok(most <= 256 + 1, `the consumer had ${most} messages delivered and unacked with max_ack_pending -1; the process holds at most its local cap of 256 (plus the one ack on the wire)`);
   });
 
   test("failures - item 8: messages waiting in the local buffer are not redelivered (60 messages, a handler slower than AckWait in total)", async () => {
