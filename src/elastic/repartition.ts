@@ -331,7 +331,7 @@ async function finish(jsm: JetStreamManager, layout: StreamLayout, wq: string, c
 }
 
 /** How long the member consumers are paused at most while the source switches (they are resumed as soon as it is done). */
-const SWITCH_PAUSE_MS = 30_000;
+const SWITCH_PAUSE_MS = 10_000;
 
 /**
  * Switches the work-queue stream's source to `transforms` (and stores `record`)
