@@ -37,11 +37,16 @@ export interface RepartitionRecord {
   phase: RepartitionPhase;
   /** When it started (ISO 8601). */
   started: string;
+  /**
+   * The work-queue sequence of the last switch's anchor: the old source's copies stored
+   * after it are deleted by the switch, or by the next run if the switch was interrupted.
+   */
+  switchedAfter?: number;
 }
 
 /** Encodes a record for the stream metadata (a string value). */
 export function encodeRepartitionRecord(record: RepartitionRecord): string {
-  return JSON.stringify({ from: record.from, to: record.to, phase: record.phase, started: record.started });
+  return JSON.stringify({ from: record.from, to: record.to, phase: record.phase, started: record.started, ...(record.switchedAfter !== undefined ? { switchedAfter: record.switchedAfter } : {}) });
 }
 
 /**
@@ -64,7 +69,8 @@ export function decodeRepartitionRecord(raw: string): RepartitionRecord {
       `the repartition record in the work-queue stream's metadata is not one this version understands (${raw.slice(0, 200)}): upgrade nats-pcgroups on every member and on the machine running the repartition`,
     );
   }
-  return { from: r.from as number, to: r.to as number, phase: r.phase, started: r.started };
+  const switchedAfter = typeof r.switchedAfter === "number" && Number.isSafeInteger(r.switchedAfter) && r.switchedAfter >= 0 ? { switchedAfter: r.switchedAfter } : {};
+  return { from: r.from as number, to: r.to as number, phase: r.phase, started: r.started, ...switchedAfter };
 }
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));

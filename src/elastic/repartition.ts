@@ -181,6 +181,7 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
       `the elastic consumer group ${stream}.${group} has members that may be Go members: ${unverifiedMembers.join(", ")} (their consumers carry no nats-pcgroups metadata, as Go's and this library's serial mode's do not, or they run no instance now). Go members cannot follow a repartition: Go stops a member when the partition count changes, and a Go instance started before the repartition is done can break per-key order for its partitions. Pass force (--force) when these are all nats-pcgroups members, and start no Go instance of the group until it is done`,
     );
   }
+  if (resumed) await finishInterruptedSwitch(jsm, wq, layout.record);
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
   // A lock left by a repartition that finished (the config and the stream say its count) is stale.
   await takeLock(kv, stream, group, { from, to: partitions, started: record.started }, (lock) => !layout.record && lock.to === config.config.max_members);
@@ -350,54 +351,92 @@ const SWITCH_PAUSE_MS = 10_000;
  * @param fromTransition - whether the old source is the transition layout (the finish) or the old one (the cut)
  */
 async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src: string; dest: string }[], record: RepartitionRecord, fromTransition: boolean, what: string): Promise<void> {
-  const paused: string[] = [];
+  const paused = new Set<string>();
   const until = new Date(Date.now() + SWITCH_PAUSE_MS);
-  try {
+  const pauseAll = async (): Promise<number> => {
+    let added = 0;
     for (const c of await listConsumers(jsm, wq)) {
+      if (paused.has(c.name)) continue;
       try {
         await jsm.consumers.pause(wq, c.name, until);
-        paused.push(c.name);
+        paused.add(c.name);
+        added += 1;
       } catch (err) {
         if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `pausing "${c.name}" while the source of "${wq}" switches`);
       }
     }
+    return added;
+  };
+  try {
     const info = await workQueueInfo(jsm, wq);
-    const anchor = await switchAnchor(jsm, wq, info.config.sources?.[0]?.name ?? "");
-    const next = updatedConfig(info, (c) => {
+    const origin = info.config.sources?.[0]?.name ?? "";
+    // A consumer made meanwhile (a member joining) was not paused and may have taken what the anchor
+    // is read from: it is paused too, and the anchor read again.
+    let anchor = await switchAnchor(jsm, wq, origin, pauseAll);
+    for (let attempt = 0; attempt < 5 && (await pauseAll()) > 0; attempt++) anchor = await switchAnchor(jsm, wq, origin, pauseAll);
+    const next = updatedConfig(await workQueueInfo(jsm, wq), (c) => {
       c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transforms }, anchor.origin)];
-      c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord(record) };
+      c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord({ ...record, switchedAfter: anchor.seq }) };
     });
     await updateStream(jsm, next, what);
     await deleteOldCopies(jsm, wq, anchor.seq + 1, fromTransition);
   } finally {
     for (const name of paused) {
-      // A consumer that cannot be resumed now resumes by itself at `until`; one deleted meanwhile needs nothing.
+      // A consumer that cannot be resumed now resumes by itself at `until` (a later run resumes it too); one deleted meanwhile needs nothing.
       await jsm.consumers.resume(wq, name).catch(() => undefined);
     }
   }
 }
 
 /**
- * The switch's anchor: the newest message the old source stored, and its origin
- * sequence. With the consumers paused, whatever is sourced from now on stays stored,
- * so the stream's last message either exists (it is the anchor) or was handled
- * before the pause; then the next sourced message becomes the anchor. When nothing is
- * sourced for {@link IDLE_MS}, the source has caught up with the origin as it was at
- * the start of the wait, and that origin sequence is the anchor's.
+ * What a run that resumes does first, for a switch a killed run left half done: the
+ * consumers it paused are resumed, and the old source's copies stored after the
+ * switch's anchor, which the new source delivers again, are deleted.
  */
-async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string): Promise<{ seq: number; origin: number | undefined }> {
-  let originLast: number;
-  try {
-    originLast = (await jsm.streams.info(origin)).state.last_seq;
-  } catch (err) {
-    throw wrapServerError(err, `reading the source stream "${origin}" of "${wq}"`);
+async function finishInterruptedSwitch(jsm: JetStreamManager, wq: string, record: RepartitionRecord | undefined): Promise<void> {
+  if (record?.switchedAfter !== undefined) await deleteOldCopies(jsm, wq, record.switchedAfter + 1, record.phase === "finishing");
+  for (const c of await listConsumers(jsm, wq)) {
+    if (!(c as { paused?: boolean }).paused) continue;
+    try {
+      await jsm.consumers.resume(wq, c.name);
+    } catch (err) {
+      if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `resuming "${c.name}", paused by an interrupted repartition`);
+    }
   }
-  const deadline = Date.now() + IDLE_MS;
+}
+
+/**
+ * The switch's anchor: the newest message the old source stored, and its origin
+ * sequence. Every poll pauses any consumer made meanwhile (a member joining), so
+ * whatever is sourced stays stored: the stream's last message either exists (it is
+ * the anchor) or was handled before its consumer was paused, and the next sourced
+ * message becomes the anchor. When the stream's last sequence has not moved for
+ * {@link IDLE_MS}, the source has caught up with the origin as it was when that quiet
+ * spell began, and that origin sequence is the anchor's.
+ */
+async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string, pauseAll: () => Promise<number>): Promise<{ seq: number; origin: number | undefined }> {
+  const originLast = async (): Promise<number> => {
+    try {
+      return (await jsm.streams.info(origin)).state.last_seq;
+    } catch (err) {
+      throw wrapServerError(err, `reading the source stream "${origin}" of "${wq}"`);
+    }
+  };
+  let quietSince = Date.now();
+  let quietSeq = -1;
+  let quietOrigin = 0;
   for (;;) {
+    await pauseAll();
     const last = (await workQueueInfo(jsm, wq)).state.last_seq;
     const newest = last > 0 ? await messageAt(jsm, wq, last) : null;
     if (newest) return { seq: last, origin: originSeq(newest.header?.get("Nats-Stream-Source")) };
-    if (Date.now() >= deadline) return { seq: last, origin: originLast };
+    if (last !== quietSeq) {
+      quietSeq = last;
+      quietOrigin = await originLast();
+      quietSince = Date.now();
+    } else if (Date.now() - quietSince >= IDLE_MS) {
+      return { seq: last, origin: quietOrigin };
+    }
     await sleep(ANCHOR_POLL_MS, undefined);
   }
 }
@@ -427,21 +466,21 @@ function originSeq(header: string | undefined): number | undefined {
  * them again. They all come before the new source's first message.
  */
 async function deleteOldCopies(jsm: JetStreamManager, wq: string, fromSeq: number, fromTransition: boolean): Promise<void> {
-  const last = (await workQueueInfo(jsm, wq)).state.last_seq;
-  for (let seq = fromSeq; seq <= last; seq++) {
+  for (let seq = fromSeq; ; ) {
     let m;
     try {
-      m = await jsm.streams.getMessage(wq, { seq });
+      // The next message still stored at or after `seq`: gaps (messages handled since) are skipped.
+      m = await jsm.direct.getMessage(wq, { seq, next_by_subj: ">" });
     } catch (err) {
-      throw wrapServerError(err, `reading message ${seq} of "${wq}" after the switch`);
+      throw wrapServerError(err, `reading the messages of "${wq}" after the switch`);
     }
-    if (!m) continue;
-    if (m.subject.startsWith(`${TRANSITION_TOKEN}.`) !== fromTransition) return;
+    if (!m || m.subject.startsWith(`${TRANSITION_TOKEN}.`) !== fromTransition) return;
     try {
-      await jsm.streams.deleteMessage(wq, seq, false);
+      await jsm.streams.deleteMessage(wq, m.seq, false);
     } catch (err) {
-      throw wrapServerError(err, `deleting message ${seq} of "${wq}", which the new layout's source delivers again`);
+      if (apiErrorCode(err) !== ApiCode.NoMessageFound) throw wrapServerError(err, `deleting message ${m.seq} of "${wq}", which the new layout's source delivers again`);
     }
+    seq = m.seq + 1;
   }
 }
 

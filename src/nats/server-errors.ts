@@ -15,6 +15,7 @@ export const ApiCode = {
   WorkQueueFilterNotUnique: 10100,
   ConsumerAlreadyExists: 10148,
   ConsumerNameExists: 10013,
+  NoMessageFound: 10037,
 } as const;
 
 /**

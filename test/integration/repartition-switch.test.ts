@@ -1,0 +1,156 @@
+/**
+ * Issue 18, the source switches under the second review's attacks: a kill -9 of the
+ * process running the repartition between a switch's stream update and its clean-up
+ * (the next run deletes the old copies and resumes the paused consumers), and a
+ * member joining while a switch waits for its anchor (its new consumer is paused too).
+ * Either way: nothing lost, nothing repeated, per-key order of first handling kept.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { addMembers, elasticConsume, repartition, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
+import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
+import { sleep } from "../helpers/load-harness.js";
+import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { createKeyedElasticGroup, findOrderBreaks, type HandlerSpan } from "../helpers/repartition-run.js";
+
+const CRASH_CHILD = fileURLToPath(new URL("../helpers/repartition-crash-child.js", import.meta.url));
+
+describe("repartition - interrupted and joined switches (issue 18, second review)", () => {
+  let env: TestEnv;
+  before(async () => {
+    env = await startEnv();
+  });
+  after(async () => {
+    await env.close();
+  });
+
+  /** A key-mode member recording its handler runs. */
+  async function member(stream: string, name: string, spans: HandlerSpan[]): Promise<ConsumerGroupMember> {
+    return elasticConsume(env.js, {
+      stream,
+      group: "g",
+      member: name,
+      concurrency: "key",
+      handler: async (msg) => {
+        const { key, seq } = msg.json<{ key: string; seq: number }>();
+        const span: HandlerSpan = { key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: undefined };
+        spans.push(span);
+        await sleep(1);
+        span.end = performance.now();
+      },
+    });
+  }
+
+  /** Publishes keyed messages (per-key order kept) until stopped. */
+  function publisher(stream: string, pad: string): { published: Map<string, number>; stop: () => Promise<void> } {
+    const published = new Map<string, number>();
+    let running = true;
+    const loop = (async () => {
+      while (running) {
+        await Promise.all(
+          Array.from({ length: 50 }, (_, i) => {
+            const key = `k${i}`;
+            const seq = (published.get(key) ?? 0) + 1;
+            published.set(key, seq);
+            return env.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq, pad }), { timeout: 10_000 });
+          }),
+        );
+        await sleep(10); // about 4,000 messages/s
+
+      }
+    })();
+    return {
+      published,
+      stop: async () => {
+        running = false;
+        await loop;
+      },
+    };
+  }
+
+  function assertExactlyOnce(published: Map<string, number>, spans: HandlerSpan[], what: string): void {
+    const report = checkDelivery(
+      published,
+      spans.map((s) => ({ key: s.key, seq: s.seq, at: s.start })),
+    );
+    assert.deepEqual(
+      { lost: report.lost.length, duplicates: report.duplicates, outOfOrder: report.outOfOrder.length, orderBreaks: findOrderBreaks(spans).length },
+      { lost: 0, duplicates: 0, outOfOrder: 0, orderBreaks: 0 },
+      what,
+    );
+  }
+
+  for (const [nth, which] of [
+    [1, "the cut"],
+    [2, "the finish"],
+  ] as const) {
+    test(`switch - a kill -9 right after ${which}'s stream update, before its clean-up: the next run deletes the old copies and resumes the paused consumers`, async (t) => {
+      const stream = uniqueName("rsw");
+      await createKeyedElasticGroup(env, stream, "g", 4, ["m1", "m2"]);
+      const spans: HandlerSpan[] = [];
+      const members = [await member(stream, "m1", spans), await member(stream, "m2", spans)];
+      const load = publisher(stream, "x".repeat(2000));
+      try {
+        await sleep(500);
+        // The update goes out 500 ms late: the old source stores copies after the anchor meanwhile.
+        const child = spawn(process.execPath, [CRASH_CHILD, env.server.url, stream, "g", "8", "STREAM.UPDATE", String(nth), "500"], { stdio: ["ignore", "pipe", "inherit"] });
+        let out = "";
+        child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+        const exit = await new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
+        assert.equal(exit, "SIGKILL", `the child was killed where asked: ${out}`);
+        const wq = workQueueStreamName(stream, "g");
+        const paused = [];
+        for await (const c of env.jsm.consumers.list(wq)) if ((c as { paused?: boolean }).paused) paused.push(c.name);
+        t.diagnostic(`${out.trim()}; consumers left paused: ${paused.join(",") || "none"}`);
+        // The next run deals with the interrupted switch before its first report: stopped right there, it leaves nothing paused.
+        const stop = new AbortController();
+        await assert.rejects(repartition(env.js, stream, "g", 8, { pollMs: 50, signal: stop.signal, onProgress: () => stop.abort() }), (err: Error & { code?: string }) => err.code === "STOPPED");
+        const stillPaused: string[] = [];
+        for await (const c of env.jsm.consumers.list(wq)) if ((c as { paused?: boolean }).paused) stillPaused.push(c.name);
+        assert.deepEqual(stillPaused, [], "the next run resumed the consumers the killed one paused");
+        const result = await repartition(env.js, stream, "g", 8, { pollMs: 50 });
+        assert.equal(result.resumed, true);
+        for await (const c of env.jsm.consumers.list(wq)) assert.ok(!(c as { paused?: boolean }).paused, `${c.name} is not left paused`);
+      } finally {
+        await load.stop();
+      }
+      const total = [...load.published.values()].reduce((a, b) => a + b, 0);
+      await waitFor(() => new Set(spans.filter((s) => s.end !== undefined).map((s) => `${s.key}/${s.seq}`)).size >= total, 60_000, "every message handled");
+      await Promise.allSettled(members.map((m) => m.stop()));
+      t.diagnostic(`${total} published, ${spans.length} handler runs`);
+      assertExactlyOnce(load.published, spans, `a kill after ${which}'s update`);
+    });
+  }
+
+  test("switch - a member that joins while the cut waits for its anchor is paused too: nothing repeated", async (t) => {
+    const stream = uniqueName("rsj");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const spans: HandlerSpan[] = [];
+    const members = [await member(stream, "m1", spans)];
+    const published = new Map<string, number>();
+    const publishOne = async (key: string): Promise<void> => {
+      const seq = (published.get(key) ?? 0) + 1;
+      published.set(key, seq);
+      await env.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+    };
+    for (let i = 0; i < 40; i++) await publishOne(`k${i % 20}`);
+    const wq = workQueueStreamName(stream, "g");
+    await waitFor(async () => (await env.jsm.streams.info(wq)).state.messages === 0, 10_000, "an idle, empty work queue");
+    const running = repartition(env.js, stream, "g", 8, { pollMs: 50 });
+    await sleep(300); // inside the switch's wait for an anchor (up to 2 s while nothing is sourced)
+    await addMembers(env.js, stream, "g", ["m2"]);
+    members.push(await member(stream, "m2", spans));
+    for (let i = 0; i < 100; i++) {
+      await publishOne(`k${i % 20}`);
+      await sleep(20);
+    }
+    await running;
+    const total = [...published.values()].reduce((a, b) => a + b, 0);
+    await waitFor(() => new Set(spans.filter((s) => s.end !== undefined).map((s) => `${s.key}/${s.seq}`)).size >= total, 30_000, "every message handled");
+    await Promise.allSettled(members.map((m) => m.stop()));
+    t.diagnostic(`${total} published, ${spans.length} handler runs`);
+    assertExactlyOnce(published, spans, "a member joining during the switch");
+  });
+});
