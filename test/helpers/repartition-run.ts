@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { createElastic, addMembers, elasticConsume, type ConcurrencyMode, type ConsumerGroupMember, type RepartitionProgress } from "../../src/index.js";
+import { createElastic, addMembers, elasticConsume, repartition, type ConcurrencyMode, type ConsumerGroupMember, type RepartitionProgress } from "../../src/index.js";
 import { checkDelivery, type DeliveryReport } from "../../src/cli/demo/delivery-check.js";
 import type { Client } from "./nats.js";
 import { now, sleep } from "./load-harness.js";
@@ -213,3 +213,22 @@ export function assertClean(r: RepartitionRunReport): void {
   assert.equal(r.delivery.duplicates, 0, "no duplicates: handoffs drain, and a switch of the source neither skips nor repeats a message");
 }
 
+/**
+ * A `repartition` callback for {@link runRepartitionScenario}: grows the group from 4 to
+ * `to` partitions with `js`, records the phases it goes through, and checks that it
+ * was a fresh run from 4 (`REPARTITION_DEBUG` prints every report).
+ */
+export function growFromFour(js: JetStreamClient, to: number, phases: string[]): NonNullable<RepartitionRunOptions["repartition"]> {
+  return async (stream, group, onProgress) => {
+    const result = await repartition(js, stream, group, to, {
+      onProgress: (p) => {
+        if (phases.at(-1) !== p.phase) phases.push(p.phase);
+        if (process.env["REPARTITION_DEBUG"]) console.log(JSON.stringify(p));
+        onProgress(p);
+      },
+    });
+    assert.equal(result.from, 4);
+    assert.equal(result.to, to);
+    assert.equal(result.resumed, false);
+  };
+}

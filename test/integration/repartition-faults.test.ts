@@ -9,11 +9,11 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { getElasticConsumerGroupConfig, repartition, workQueueStreamName, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
+import { getElasticConsumerGroupConfig, workQueueStreamName, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
 import { CgProcess, killAllCg } from "../helpers/cli-run.js";
 import { prng, sleep } from "../helpers/load-harness.js";
 import { NatsCluster, connectTo, startEnv, uniqueName, type Client, type TestEnv } from "../helpers/nats.js";
-import { assertClean, dip, runRepartitionScenario, summary } from "../helpers/repartition-run.js";
+import { assertClean, dip, growFromFour, runRepartitionScenario, summary } from "../helpers/repartition-run.js";
 
 const MESSAGES = Number(process.env["REPARTITION_MESSAGES"] ?? 20_000);
 const KEYS = 500;
@@ -198,18 +198,7 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
         replicas: 3,
         ...LOAD,
         repartitionAtMs: REPARTITION_AT_MS,
-        repartition: async (s, g, onProgress) => {
-          const result = await repartition(admin.js, s, g, 12, {
-            onProgress: (p) => {
-              if (phases.at(-1) !== p.phase) phases.push(p.phase);
-              if (process.env["REPARTITION_DEBUG"]) console.log(JSON.stringify(p));
-              onProgress(p);
-            },
-          });
-          assert.equal(result.from, 4);
-          assert.equal(result.to, 12);
-          assert.equal(result.resumed, false);
-        },
+        repartition: growFromFour(admin.js, 12, phases),
       });
       t.diagnostic(summary("cluster repartition 4 -> 12", r));
       t.diagnostic(dip(r, baseline));

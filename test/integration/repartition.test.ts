@@ -6,11 +6,11 @@
  */
 import { after, before, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
-import { elasticConsume, getElasticConsumerGroupConfig, repartition, workQueueStreamName, type RepartitionProgress } from "../../src/index.js";
+import { elasticConsume, getElasticConsumerGroupConfig, repartition, workQueueStreamName } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { sleep } from "../helpers/load-harness.js";
 import { deferred, startEnv, uniqueName, waitFor, type Client, type TestEnv } from "../helpers/nats.js";
-import { assertClean, createKeyedElasticGroup, dip, publishSteadily, runRepartitionScenario, summary } from "../helpers/repartition-run.js";
+import { assertClean, createKeyedElasticGroup, dip, growFromFour, publishSteadily, runRepartitionScenario, summary } from "../helpers/repartition-run.js";
 import { startTcpProxy } from "../helpers/tcp-proxy.js";
 
 const MESSAGES = Number(process.env["REPARTITION_MESSAGES"] ?? 20_000);
@@ -49,18 +49,7 @@ describe("repartition - growing a live elastic group (issue 18)", () => {
       rate: RATE,
       ...LOAD,
       repartitionAtMs: (0.3 * MESSAGES * 1000) / RATE,
-      repartition: async (s, g, onProgress) => {
-        const result = await repartition(env.js, s, g, 12, {
-          onProgress: (p: RepartitionProgress) => {
-            if (phases.at(-1) !== p.phase) phases.push(p.phase);
-            if (process.env["REPARTITION_DEBUG"]) console.log(JSON.stringify(p));
-            onProgress(p);
-          },
-        });
-        assert.equal(result.from, 4);
-        assert.equal(result.to, 12);
-        assert.equal(result.resumed, false);
-      },
+      repartition: growFromFour(env.js, 12, phases),
     });
     t.diagnostic(summary("repartition 4 -> 12", r));
     t.diagnostic(dip(r, baseline));
