@@ -20,6 +20,14 @@ export const TRANSITION_TOKEN = "pcg-repartition";
 export const REPARTITION_METADATA_KEY = "pcg_repartition";
 
 /**
+ * The stream metadata key present while a source switch holds the member consumers
+ * paused: the time (ISO 8601) the pause ends by itself. A member that makes its
+ * consumer meanwhile pauses it until then before pulling from it, so no consumer the
+ * switch could not see takes a message the switch is about to replace.
+ */
+export const SWITCH_PAUSE_METADATA_KEY = "pcg_switch_pause";
+
+/**
  * Where a repartition is:
  * - `moving`: new messages arrive in the transition layout; old-layout messages are being handled;
  * - `finishing`: every old-layout message is handled; new messages arrive in the final layout and

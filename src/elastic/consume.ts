@@ -14,8 +14,8 @@ import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
-import { filtersForLayout, readLayout } from "./layout.js";
+import { ApiCode, apiErrorCode, isPermissionError, wrapServerError } from "../nats/server-errors.js";
+import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
 
 /** How often a member checks a repartition in progress (gates to open, phase changes). */
 const REPARTITION_POLL_MS = 250;
@@ -34,6 +34,27 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       if (info.created === created && info.delivered.consumer_seq === 0 && !pinned) await jsm.consumers.delete(wq, consumerName);
     } catch (err) {
       if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `replacing the consumer "${consumerName}" made for an older reading of the repartition`);
+    }
+  };
+  /**
+   * While a source switch of a repartition holds the member consumers paused, a consumer
+   * made meanwhile is paused too before anything pulls from it: the switch may not have
+   * seen it. Should the switch be over by the time it is paused, it is resumed here, as
+   * the switch resumes only what is paused when it ends.
+   *
+   * @returns false when it may not be paused (no permission to): the caller retries the join after the switch
+   */
+  const holdForSwitch = async (jsm: JetStreamManager, layout: StreamLayout): Promise<boolean> => {
+    const until = layout.switchPausedUntil;
+    if (!until || until.getTime() <= Date.now()) return true;
+    try {
+      await jsm.consumers.pause(wq, consumerName, until);
+      if ((await readLayout(jsm, wq)).switchPausedUntil === undefined) await jsm.consumers.resume(wq, consumerName);
+      return true;
+    } catch (err) {
+      if (apiErrorCode(err) === ApiCode.ConsumerNotFound) return true;
+      if (isPermissionError(err)) return false;
+      throw wrapServerError(err, `pausing "${consumerName}" while a repartition switches the source of "${wq}"`);
     }
   };
   return {
@@ -81,11 +102,16 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       applied = filters;
       try {
         const created = await jsm.consumers.add(wq, config);
+        const after = await readLayout(jsm, wq);
+        if (!(await holdForSwitch(jsm, after))) {
+          await deleteIfUnused(jsm, created.created);
+          return "busy";
+        }
         // A repartition may have moved on while the consumer was made from an older reading (a gate
         // opened, or it started finishing): nothing is pulled from it until the filters are read again
         // and still hold, or the repartition could finish past a consumer it never saw without them.
         if (!layout.record) return "ready";
-        const now = await filtersForLayout(jsm, wq, await readLayout(jsm, wq), groupConfig.max_members, finalFilters);
+        const now = await filtersForLayout(jsm, wq, after, groupConfig.max_members, finalFilters);
         if (now.length === filters.length && now.every((f, i) => f === filters[i])) return "ready";
         await deleteIfUnused(jsm, created.created);
         return "busy";

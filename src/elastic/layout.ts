@@ -6,7 +6,7 @@
  */
 import type { JetStreamManager, StreamInfo } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
-import { REPARTITION_METADATA_KEY, TRANSITION_TOKEN, decodeRepartitionRecord, filterPartition, partitionsToWaitFor, transitionFilters, type RepartitionRecord } from "../core/repartition.js";
+import { REPARTITION_METADATA_KEY, SWITCH_PAUSE_METADATA_KEY, TRANSITION_TOKEN, decodeRepartitionRecord, filterPartition, partitionsToWaitFor, transitionFilters, type RepartitionRecord } from "../core/repartition.js";
 import { parsePartitionTransform } from "../core/transform.js";
 import { wrapServerError } from "../nats/server-errors.js";
 
@@ -18,13 +18,17 @@ export interface StreamLayout {
   transition: boolean;
   /** The repartition in progress, if one is. */
   record: RepartitionRecord | undefined;
+  /** While a source switch holds the member consumers paused: when that pause ends by itself. */
+  switchPausedUntil: Date | undefined;
 }
 
 /** Reads the layout out of a work-queue stream's info. */
 export function layoutOf(info: StreamInfo): StreamLayout {
   const dest = info.config.sources?.[0]?.subject_transforms?.[0]?.dest;
   const raw = info.config.metadata?.[REPARTITION_METADATA_KEY];
+  const pausedUntil = new Date(info.config.metadata?.[SWITCH_PAUSE_METADATA_KEY] ?? NaN);
   return {
+    switchPausedUntil: Number.isNaN(pausedUntil.getTime()) ? undefined : pausedUntil,
     partitions: dest ? parsePartitionTransform(dest)?.partitions : undefined,
     transition: dest?.startsWith(`${TRANSITION_TOKEN}.`) ?? false,
     record: raw === undefined ? undefined : decodeRepartitionRecord(raw),

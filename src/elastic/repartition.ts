@@ -29,6 +29,7 @@ import { assertPartitionCount } from "../core/limits.js";
 import { assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../core/names.js";
 import {
   REPARTITION_METADATA_KEY,
+  SWITCH_PAUSE_METADATA_KEY,
   TRANSITION_TOKEN,
   encodeRepartitionRecord,
   growMappings,
@@ -215,11 +216,15 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     }
     const fresh = await workQueueInfo(jsm, wq);
     const latest = layoutOf(fresh);
-    if (progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
+    // The previous switch's source may not run yet: the server makes its consumer on the origin a
+    // moment after the update, reading the start position from the config then. Switching again, or
+    // clearing that start position, before it runs would start it from somewhere else.
+    const sourceRuns = sourceRunning(fresh);
+    if (sourceRuns && progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
       await finish(jsm, latest, wq, config.config);
       continue;
     }
-    if (progress.phase === "finishing" && progress.transitionLeft === 0) {
+    if (sourceRuns && progress.phase === "finishing" && progress.transitionLeft === 0) {
       await clearRecord(jsm, fresh);
       continue;
     }
@@ -351,15 +356,16 @@ const SWITCH_PAUSE_MS = 10_000;
  * @param fromTransition - whether the old source is the transition layout (the finish) or the old one (the cut)
  */
 async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src: string; dest: string }[], record: RepartitionRecord, fromTransition: boolean, what: string): Promise<void> {
-  const paused = new Set<string>();
+  /** Paused consumers: name → creation time (a consumer deleted and made again under the same name is a new, unpaused one). */
+  const paused = new Map<string, string>();
   const until = new Date(Date.now() + SWITCH_PAUSE_MS);
   const pauseAll = async (): Promise<number> => {
     let added = 0;
     for (const c of await listConsumers(jsm, wq)) {
-      if (paused.has(c.name)) continue;
+      if (paused.get(c.name) === c.created) continue;
       try {
         await jsm.consumers.pause(wq, c.name, until);
-        paused.add(c.name);
+        paused.set(c.name, c.created);
         added += 1;
       } catch (err) {
         if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `pausing "${c.name}" while the source of "${wq}" switches`);
@@ -367,7 +373,10 @@ async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src
     }
     return added;
   };
+  let failure: Error | undefined;
   try {
+    // Marked first: a member making its consumer from now on pauses it itself (see SWITCH_PAUSE_METADATA_KEY).
+    await markSwitchPause(jsm, wq, until);
     const info = await workQueueInfo(jsm, wq);
     const origin = info.config.sources?.[0]?.name ?? "";
     // A consumer made meanwhile (a member joining) was not paused and may have taken what the anchor
@@ -380,10 +389,47 @@ async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src
     });
     await updateStream(jsm, next, what);
     await deleteOldCopies(jsm, wq, anchor.seq + 1, fromTransition);
-  } finally {
-    for (const name of paused) {
-      // A consumer that cannot be resumed now resumes by itself at `until` (a later run resumes it too); one deleted meanwhile needs nothing.
-      await jsm.consumers.resume(wq, name).catch(() => undefined);
+    // Nothing the new source stores is lost if the consumers resume before it runs; waiting keeps
+    // the pause and the switch one step (the loop checks it again before the next switch or clean-up).
+    await untilSourceRuns(jsm, wq, until.getTime() - 1000);
+  } catch (err) {
+    failure = asError(err);
+  }
+  // The mark goes before the consumers resume: a member that pauses its new consumer after that resumes it itself.
+  const unmarked = await markSwitchPause(jsm, wq, undefined).then(() => undefined, asError);
+  // A consumer that cannot be resumed now resumes by itself at `until` (a later run resumes it too).
+  await resumePaused(jsm, wq).catch(() => undefined);
+  // A failed switch is worth saying first; failing to remove the mark after a good one, next.
+  const error = failure ?? unmarked;
+  if (error) throw error;
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
+}
+
+/** Sets (or, with `until` undefined, removes) the mark that a source switch holds the member consumers paused. */
+async function markSwitchPause(jsm: JetStreamManager, wq: string, until: Date | undefined): Promise<void> {
+  const info = await workQueueInfo(jsm, wq);
+  const value = until?.toISOString();
+  if (info.config.metadata?.[SWITCH_PAUSE_METADATA_KEY] === value) return;
+  const next = updatedConfig(info, (c) => {
+    const metadata = { ...(c.metadata ?? {}) };
+    if (value === undefined) delete metadata[SWITCH_PAUSE_METADATA_KEY];
+    else metadata[SWITCH_PAUSE_METADATA_KEY] = value;
+    c.metadata = metadata;
+  });
+  await updateStream(jsm, next, value === undefined ? "ending the pause of a source switch" : "marking the pause of a source switch");
+}
+
+/** Resumes every paused consumer of the work-queue stream (the switch's, and those members paused themselves). */
+async function resumePaused(jsm: JetStreamManager, wq: string): Promise<void> {
+  for (const c of await listConsumers(jsm, wq)) {
+    if (!(c as { paused?: boolean }).paused) continue;
+    try {
+      await jsm.consumers.resume(wq, c.name);
+    } catch (err) {
+      if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `resuming "${c.name}" after a source switch of "${wq}"`);
     }
   }
 }
@@ -395,14 +441,8 @@ async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src
  */
 async function finishInterruptedSwitch(jsm: JetStreamManager, wq: string, record: RepartitionRecord | undefined): Promise<void> {
   if (record?.switchedAfter !== undefined) await deleteOldCopies(jsm, wq, record.switchedAfter + 1, record.phase === "finishing");
-  for (const c of await listConsumers(jsm, wq)) {
-    if (!(c as { paused?: boolean }).paused) continue;
-    try {
-      await jsm.consumers.resume(wq, c.name);
-    } catch (err) {
-      if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) throw wrapServerError(err, `resuming "${c.name}", paused by an interrupted repartition`);
-    }
-  }
+  await markSwitchPause(jsm, wq, undefined);
+  await resumePaused(jsm, wq);
 }
 
 /**
@@ -425,12 +465,24 @@ async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string, p
   let quietSince = Date.now();
   let quietSeq = -1;
   let quietOrigin = 0;
+  const waitingSince = Date.now();
   for (;;) {
     await pauseAll();
-    const last = (await workQueueInfo(jsm, wq)).state.last_seq;
+    const info = await workQueueInfo(jsm, wq);
+    const last = info.state.last_seq;
     const newest = last > 0 ? await messageAt(jsm, wq, last) : null;
     if (newest) return { seq: last, origin: originSeq(newest.header?.get("Nats-Stream-Source")) };
-    if (last !== quietSeq) {
+    // A quiet spell says the source caught up only while it runs (a source the server is still setting up stores nothing yet).
+    if (!sourceRunning(info)) {
+      quietSeq = -1;
+      if (Date.now() - waitingSince >= SWITCH_PAUSE_MS) {
+        const reason = info.sources?.[0]?.error?.description;
+        throw new ConsumerGroupError(
+          "SERVER_ERROR",
+          `the source of "${wq}" from "${origin}" has not run for ${SWITCH_PAUSE_MS / 1000} s${reason ? ` (the server says: ${reason})` : ""}, so the repartition cannot tell what it has sourced: check that "${origin}" exists and is reachable, then run the repartition again`,
+        );
+      }
+    } else if (last !== quietSeq) {
       quietSeq = last;
       quietOrigin = await originLast();
       quietSince = Date.now();
@@ -447,6 +499,29 @@ async function messageAt(jsm: JetStreamManager, wq: string, seq: number): Promis
     return await jsm.streams.getMessage(wq, { seq });
   } catch (err) {
     throw wrapServerError(err, `reading message ${seq} of "${wq}"`);
+  }
+}
+
+/**
+ * Whether the work-queue stream's source runs as configured: the server reports the
+ * configured transforms for it and has heard from its consumer on the origin. The
+ * server makes that consumer a moment after a stream update, with the start position
+ * the config has then.
+ */
+export function sourceRunning(info: StreamInfo): boolean {
+  const configured = info.config.sources?.[0]?.subject_transforms ?? [];
+  const running = info.sources?.[0];
+  if (!running || running.active < 0) return false;
+  const actual = running.subject_transforms ?? [];
+  return actual.length === configured.length && actual.every((t, i) => t.src === configured[i]?.src && t.dest === configured[i]?.dest);
+}
+
+/** Waits until the source runs, at most until `deadline` (epoch ms). */
+async function untilSourceRuns(jsm: JetStreamManager, wq: string, deadline: number): Promise<boolean> {
+  for (;;) {
+    if (sourceRunning(await workQueueInfo(jsm, wq))) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(ANCHOR_POLL_MS, undefined);
   }
 }
 
@@ -490,6 +565,7 @@ async function clearRecord(jsm: JetStreamManager, info: StreamInfo): Promise<voi
     c.sources = (c.sources ?? []).map((s) => withStart(s, undefined));
     const metadata = { ...(c.metadata ?? {}) };
     delete metadata[REPARTITION_METADATA_KEY];
+    delete metadata[SWITCH_PAUSE_METADATA_KEY];
     c.metadata = metadata;
   });
   await updateStream(jsm, next, "removing the finished repartition's record");

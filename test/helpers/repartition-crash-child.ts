@@ -1,10 +1,12 @@
 /**
  * A child process that runs `repartition` and kills itself (SIGKILL) right after the
- * server answered its Nth request on a subject containing `match`: with
- * `STREAM.UPDATE` and N = 1 it dies between the cut's stream update and the switch's
- * clean-up, with N = 2 between the finish's. That request is sent `delayMs` late, so
- * the old source keeps storing messages after the switch's anchor meanwhile (the
- * copies the clean-up must delete). Argv: url stream group partitions match n delayMs.
+ * server answered its Nth request on a subject containing `match`. Each source switch
+ * makes three stream updates: the pause mark, the switch itself, and the mark's
+ * removal. So with `STREAM.UPDATE` and N = 1 it dies with the cut's pause marked but
+ * no consumer paused yet, with N = 2 between the cut's switch and its clean-up, with
+ * N = 5 between the finish's. That request is sent `delayMs` late, so the old source
+ * keeps storing messages after the switch's anchor meanwhile (the copies the
+ * clean-up must delete). Argv: url stream group partitions match n delayMs.
  */
 import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";

@@ -83,10 +83,11 @@ describe("repartition - interrupted and joined switches (issue 18, second review
   }
 
   for (const [nth, which] of [
-    [1, "the cut"],
-    [2, "the finish"],
+    [1, "the cut's pause mark"],
+    [2, "the cut's switch"],
+    [5, "the finish's switch"],
   ] as const) {
-    test(`switch - a kill -9 right after ${which}'s stream update, before its clean-up: the next run deletes the old copies and resumes the paused consumers`, async (t) => {
+    test(`switch - a kill -9 right after ${which} (a stream update), before its clean-up: the next run deletes the old copies, removes the mark and resumes the paused consumers`, async (t) => {
       const stream = uniqueName("rsw");
       await createKeyedElasticGroup(env, stream, "g", 4, ["m1", "m2"]);
       const spans: HandlerSpan[] = [];
@@ -110,6 +111,7 @@ describe("repartition - interrupted and joined switches (issue 18, second review
         const stillPaused: string[] = [];
         for await (const c of env.jsm.consumers.list(wq)) if ((c as { paused?: boolean }).paused) stillPaused.push(c.name);
         assert.deepEqual(stillPaused, [], "the next run resumed the consumers the killed one paused");
+        assert.equal((await env.jsm.streams.info(wq)).config.metadata?.["pcg_switch_pause"], undefined, "the next run removed the pause mark");
         const result = await repartition(env.js, stream, "g", 8, { pollMs: 50 });
         assert.equal(result.resumed, true);
         for await (const c of env.jsm.consumers.list(wq)) assert.ok(!(c as { paused?: boolean }).paused, `${c.name} is not left paused`);
@@ -152,5 +154,54 @@ describe("repartition - interrupted and joined switches (issue 18, second review
     await Promise.allSettled(members.map((m) => m.stop()));
     t.diagnostic(`${total} published, ${spans.length} handler runs`);
     assertExactlyOnce(published, spans, "a member joining during the switch");
+  });
+
+  test("switch - a consumer made while a switch holds the consumers paused pauses itself before anything pulls from it; an expired mark is ignored", async () => {
+    const stream = uniqueName("rsm");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1", "m2"]);
+    const wq = workQueueStreamName(stream, "g");
+    const mark = async (value: string | undefined): Promise<void> => {
+      const info = await env.jsm.streams.info(wq);
+      const metadata = { ...(info.config.metadata ?? {}) };
+      if (value === undefined) delete metadata["pcg_switch_pause"];
+      else metadata["pcg_switch_pause"] = value;
+      await env.jsm.streams.update(wq, { ...info.config, metadata });
+    };
+    const pausedNow = async (name: string): Promise<boolean | undefined> => {
+      try {
+        return ((await env.jsm.consumers.info(wq, name)) as { paused?: boolean }).paused ?? false;
+      } catch {
+        return undefined;
+      }
+    };
+    const spans: HandlerSpan[] = [];
+    const members: ConsumerGroupMember[] = [];
+    try {
+      await mark(new Date(Date.now() - 1000).toISOString());
+      members.push(await member(stream, "m1", spans));
+      assert.equal(await waitFor(() => pausedNow("m1").then((p) => (p === undefined ? undefined : String(p))), 10_000, "m1's consumer"), "false", "an expired mark holds nothing");
+      await mark(new Date(Date.now() + 20_000).toISOString());
+      members.push(await member(stream, "m2", spans));
+      await waitFor(() => pausedNow("m2"), 10_000, "m2's consumer, paused");
+      const published = new Map<string, number>();
+      for (let i = 0; i < 40; i++) {
+        const key = `k${i % 20}`;
+        const seq = (published.get(key) ?? 0) + 1;
+        published.set(key, seq);
+        await env.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+      }
+      // m1 handles its partitions; m2 nothing while the mark holds it.
+      await waitFor(() => spans.length > 0 && (env.jsm.streams.info(wq).then((i) => i.state.messages === 40 - spans.length)), 10_000, "m1 done with its share");
+      await sleep(500);
+      assert.ok(spans.length > 0 && spans.length < 40, `m1 handled its share (${spans.length} of 40)`);
+      assert.equal(spans.filter((s) => s.member === "m2").length, 0, "m2 pulled nothing while paused");
+      // The switch's end: the mark goes, every paused consumer resumes.
+      await mark(undefined);
+      await env.jsm.consumers.resume(wq, "m2");
+      await waitFor(() => new Set(spans.map((s) => `${s.key}/${s.seq}`)).size === 40, 10_000, "every message handled once m2 resumes");
+      assertExactlyOnce(published, spans, "a member joining while a switch's mark holds consumers paused");
+    } finally {
+      await Promise.allSettled(members.map((m) => m.stop()));
+    }
   });
 });

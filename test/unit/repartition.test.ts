@@ -16,6 +16,8 @@ import {
 } from "../../src/core/repartition.js";
 import { partitionOf } from "../../src/core/partition.js";
 import { ConsumerGroupError } from "../../src/core/errors.js";
+import { sourceRunning } from "../../src/elastic/repartition.js";
+import type { StreamInfo } from "@nats-io/jetstream";
 
 describe("repartition - pure parts", () => {
   test("feeding partitions - every key's old partition is among its new partition's feeders (checked by hashing 5,000 keys for several N -> M)", () => {
@@ -94,5 +96,17 @@ describe("repartition - pure parts", () => {
       { member: "c", partitions: [3, 5, 8] },
     ]);
     assert.deepEqual(growMappings([], 4, 8), []);
+  });
+
+  test("source running - only once the server has heard from the configured source's consumer (a switch's start position is read when it is made)", () => {
+    const configured = [{ src: "orders.*", dest: "pcg-repartition.{{Partition(8,1)}}.orders.{{Wildcard(1)}}" }];
+    const info = (running: { active: number; subject_transforms?: { src: string; dest: string }[] } | undefined): StreamInfo =>
+      ({ config: { sources: [{ name: "orders", subject_transforms: configured, opt_start_seq: 41 }] }, sources: running ? [{ name: "orders", lag: 0, ...running }] : [] }) as unknown as StreamInfo;
+    assert.equal(sourceRunning(info({ active: 1_000, subject_transforms: configured })), true);
+    assert.equal(sourceRunning(info({ active: 0, subject_transforms: configured })), true, "heard from just now");
+    assert.equal(sourceRunning(info({ active: -1, subject_transforms: configured })), false, "its consumer is not made yet");
+    assert.equal(sourceRunning(info(undefined)), false, "no source reported");
+    assert.equal(sourceRunning(info({ active: 5, subject_transforms: [{ src: "orders.*", dest: "{{Partition(4,1)}}.orders.{{Wildcard(1)}}" }] })), false, "the server still reports the previous transforms");
+    assert.equal(sourceRunning(info({ active: 5, subject_transforms: [...configured, ...configured] })), false);
   });
 });
