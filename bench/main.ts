@@ -11,6 +11,7 @@ import { benchServer } from "./lib/env.js";
 import { machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { concurrency } from "./scenarios/concurrency.js";
+import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
 import { memory } from "./scenarios/memory.js";
 import { orderVsGo } from "./scenarios/order-vs-go.js";
@@ -18,7 +19,7 @@ import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale };
 
 const { values } = parseArgs({
   options: {

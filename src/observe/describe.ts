@@ -6,6 +6,7 @@ import { layoutOf } from "../elastic/layout.js";
 import type { ConsumerInfo, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { effectiveMembers, partitionAssignment, partitionOwners } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
+import { mapWithLimit } from "../core/parallel.js";
 import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
@@ -110,6 +111,9 @@ export interface DescribeOptions {
   previous?: GroupDescription;
 }
 
+/** How many describe requests (consumer infos, counts) are in flight at once. */
+const REQUESTS_IN_FLIGHT = 32;
+
 /** `last_active` is an RFC 3339 string on the wire, though nats.js types it as a number. */
 function isoOrUndefined(v: unknown): string | undefined {
   if (typeof v === "string" && v !== "" && !v.startsWith("0001-")) return new Date(v).toISOString();
@@ -127,7 +131,10 @@ async function consumerInfoIfAny(jsm: JetStreamManager, stream: string, name: st
   }
 }
 
-/** Messages of `filter` with a sequence >= `fromSeq`, through a short-lived ephemeral consumer. */
+/**
+ * Messages of `filter` with a sequence >= `fromSeq`, through a short-lived ephemeral
+ * consumer: only for a static group's stream without `allow_direct`.
+ */
 async function countWithConsumer(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
   const ci = await jsm.consumers.add(stream, {
     filter_subject: filter,
@@ -141,7 +148,7 @@ async function countWithConsumer(jsm: JetStreamManager, stream: string, filter: 
   return ci.num_pending;
 }
 
-/** Messages of `filter` with a sequence >= `fromSeq`, through a direct get (work-queue streams allow it). */
+/** Messages of `filter` with a sequence >= `fromSeq`, through one direct get (work-queue streams allow them; a static stream may). */
 async function countWithDirectGet(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
   try {
     const batch = await jsm.direct.getBatch(stream, { seq: Math.max(1, fromSeq), next_by_subj: filter, batch: 1 });
@@ -180,9 +187,12 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
 
   const infos = new Map<string, ConsumerInfo | undefined>();
   const members: MemberDescription[] = [];
-  for (const member of listed.sort()) {
-    const consumer = kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member);
-    const info = await consumerInfoIfAny(jsm, consumerStream, consumer);
+  const sorted = listed.sort();
+  const consumerName = (member: string): string => (kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member));
+  const memberInfos = await mapWithLimit(sorted, REQUESTS_IN_FLIGHT, (member) => consumerInfoIfAny(jsm, consumerStream, consumerName(member)));
+  for (const [i, member] of sorted.entries()) {
+    const consumer = consumerName(member);
+    const info = memberInfos[i];
     infos.set(member, info);
     const pin = (info as (ConsumerInfo & PriorityState) | undefined)?.priority_groups?.find((g) => g.group === PRIORITY_GROUP);
     members.push({
@@ -201,8 +211,10 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     });
   }
 
-  const partitions: PartitionDescription[] = [];
-  for (let p = 0; p < config.max_members; p++) {
+  // One direct get per count where the stream allows them (a work queue always does); a temporary consumer per count otherwise.
+  const count = kind === "elastic" || wqInfo.config.allow_direct === true ? countWithDirectGet : countWithConsumer;
+  const partitionIndexes = Array.from({ length: config.max_members }, (_, p) => p);
+  const partitions = await mapWithLimit(partitionIndexes, REQUESTS_IN_FLIGHT, async (p): Promise<PartitionDescription> => {
     const owner = owners[p];
     const info = owner ? infos.get(owner) : undefined;
     const filter = `${p}.>`;
@@ -213,22 +225,22 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     let ackPending: number | undefined;
     if (kind === "elastic") {
       // In a work queue, everything stored is unacked: what is past the last delivery is pending, the rest in flight.
-      const stored = await countWithDirectGet(jsm, consumerStream, filter, 1);
-      pending = info ? await countWithDirectGet(jsm, consumerStream, filter, delivered + 1) : stored;
+      const stored = await count(jsm, consumerStream, filter, 1);
+      pending = info ? await count(jsm, consumerStream, filter, delivered + 1) : stored;
       ackPending = stored - pending;
     } else {
-      pending = await countWithConsumer(jsm, consumerStream, filter, delivered + 1);
-      ackPending = solo ? (info?.num_ack_pending ?? 0) : info ? (await countWithConsumer(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
+      pending = await count(jsm, consumerStream, filter, delivered + 1);
+      ackPending = solo ? (info?.num_ack_pending ?? 0) : info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
     }
-    partitions.push({
+    return {
       partition: p,
       ...(owner ? { owner } : {}),
       pending,
       ackPending,
       ...(solo && info ? { redelivered: info.num_redelivered } : {}),
       ...(isoOrUndefined(info?.delivered.last_active) ? { lastActivity: isoOrUndefined(info?.delivered.last_active) as string } : {}),
-    });
-  }
+    };
+  });
 
   for (const m of members) {
     if (infos.get(m.member) === undefined) m.pending = partitions.filter((p) => p.owner === m.member).reduce((n, p) => n + (p.pending ?? 0), 0);

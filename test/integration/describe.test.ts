@@ -16,9 +16,17 @@ describe("describe - group state, backlog and health", () => {
     await env.close();
   });
 
-  test("describe - static: exact pending and in-flight per partition, pins, standbys, a member with no instance", async () => {
+  for (const allowDirect of [false, true]) {
+  test(`describe - static${allowDirect ? " (allow_direct: counted with direct gets, no temporary consumer)" : " (no allow_direct: counted with temporary consumers)"}: exact pending and in-flight per partition, pins, standbys, a member with no instance`, async () => {
     const stream = uniqueName("desc");
-    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], subject_transform: { src: `${stream}.*`, dest: `{{partition(4,1)}}.${stream}.{{wildcard(1)}}` } });
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], allow_direct: allowDirect, subject_transform: { src: `${stream}.*`, dest: `{{partition(4,1)}}.${stream}.{{wildcard(1)}}` } });
+    // Every consumer created on the stream from here on, the members' and describe's own.
+    const created: string[] = [];
+    const advisories = env.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.CREATED.${stream}.*`, {
+      callback: (_err, m) => {
+        created.push(m.subject.split(".").pop() ?? "");
+      },
+    });
     await createStatic(env.js, { stream, group: "g", maxMembers: 4, members: ["m1", "m2"], onWarning: () => undefined });
     // m2's durable exists but no instance runs: start it once and stop it.
     const m2 = await staticConsume(env.js, { stream, group: "g", member: "m2", handler: () => undefined });
@@ -68,9 +76,16 @@ describe("describe - group state, backlog and health", () => {
     const stalled = await describeGroup(env.js, "static", stream, "g", { stallAfterMs: 0 });
     assert.ok(stalled.findings.some((f) => f.code === "PARTITION_STALLED" && f.member === "m2"));
 
+    await env.nc.flush();
+    const temporary = created.filter((name) => !name.startsWith("g-"));
+    if (allowDirect) assert.deepEqual(temporary, [], "with allow_direct, describe made no consumer");
+    else assert.ok(temporary.length >= 4, `without it, describe counted with temporary consumers (${temporary.length})`);
+    advisories.unsubscribe();
+
     release.resolve();
     await Promise.all(instances.map((i) => i.stop()));
   });
+  }
 
   test("describe - elastic: a full buffer, the source lag, and members beyond the partition count", async () => {
     const stream = uniqueName("descel");
