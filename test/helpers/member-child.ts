@@ -7,8 +7,9 @@ import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
 import { elasticConsume, staticConsume } from "../../src/index.js";
 import type { LoadPayload } from "./keyed-load.js";
+import type { ChildSettings } from "./member-process.js";
 
-const s = JSON.parse(process.argv[2] ?? "{}") as { url: string; flavour: "static" | "elastic"; stream: string; group: string; member: string; ackWaitMs: number; handlerMs?: number };
+const s = JSON.parse(process.argv[2] ?? "{}") as ChildSettings;
 const out = (o: object): void => void process.stdout.write(JSON.stringify(o) + "\n");
 const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 const consume = s.flavour === "static" ? staticConsume : elasticConsume;
@@ -16,7 +17,11 @@ const member = await consume(jetstream(nc), {
   stream: s.stream,
   group: s.group,
   member: s.member,
-  consumerConfig: { ack_policy: "explicit", max_ack_pending: 1, ack_wait: s.ackWaitMs * 1_000_000 },
+  // Without a depth: Go cg's strict template (one message outstanding). With one: that many buffered, in the mode asked.
+  consumerConfig: { ack_policy: "explicit", max_ack_pending: s.maxBuffered ?? 1, ack_wait: s.ackWaitMs * 1_000_000 },
+  ...(s.concurrency ? { concurrency: s.concurrency } : {}),
+  ...(s.maxBuffered ? { maxBuffered: s.maxBuffered } : {}),
+  ...(s.maxInFlight ? { maxInFlight: s.maxInFlight } : {}),
   handler: async (msg) => {
     const { key, seq } = msg.json<LoadPayload>();
     out({ ev: "msg", key, seq, at: performance.timeOrigin + performance.now(), pin: msg.pinId });

@@ -19,8 +19,26 @@ export interface ChildMember {
   stop(): Promise<void>;
 }
 
+/** What a member child runs. */
+export interface ChildSettings {
+  url: string;
+  flavour: "static" | "elastic";
+  stream: string;
+  group: string;
+  member: string;
+  ackWaitMs: number;
+  /** The handler's time per message. */
+  handlerMs?: number;
+  /** The concurrency mode (default serial). */
+  concurrency?: "serial" | "partition" | "key";
+  /** The depth: buffered messages, and the consumer's max_ack_pending (default 1, Go cg's strict template). */
+  maxBuffered?: number;
+  /** Handlers at once in partition and key modes. */
+  maxInFlight?: number;
+}
+
 /** Starts a member child whose handled messages go into `log`. */
-export function startChildMember(settings: { url: string; flavour: "static" | "elastic"; stream: string; group: string; member: string; ackWaitMs: number; handlerMs?: number }, log: HandledLog): ChildMember {
+export function startChildMember(settings: ChildSettings, log: HandledLog): ChildMember {
   const child = spawn(process.execPath, [CHILD, JSON.stringify(settings)], { stdio: ["ignore", "pipe", "inherit"] });
   let markReady!: () => void;
   let last = 0;
