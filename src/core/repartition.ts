@@ -50,11 +50,24 @@ export interface RepartitionRecord {
    * after it are deleted by the switch, or by the next run if the switch was interrupted.
    */
   switchedAfter?: number;
+  /**
+   * The origin sequence of that anchor: the new source starts right after it. A message
+   * of the old source's layout from later in the origin is one of those copies, whenever
+   * it is seen (members drop one they get before a run deleted it).
+   */
+  switchedAfterOrigin?: number;
 }
 
 /** Encodes a record for the stream metadata (a string value). */
 export function encodeRepartitionRecord(record: RepartitionRecord): string {
-  return JSON.stringify({ from: record.from, to: record.to, phase: record.phase, started: record.started, ...(record.switchedAfter !== undefined ? { switchedAfter: record.switchedAfter } : {}) });
+  return JSON.stringify({
+    from: record.from,
+    to: record.to,
+    phase: record.phase,
+    started: record.started,
+    ...(record.switchedAfter !== undefined ? { switchedAfter: record.switchedAfter } : {}),
+    ...(record.switchedAfterOrigin !== undefined ? { switchedAfterOrigin: record.switchedAfterOrigin } : {}),
+  });
 }
 
 /**
@@ -77,8 +90,15 @@ export function decodeRepartitionRecord(raw: string): RepartitionRecord {
       `the repartition record in the work-queue stream's metadata is not one this version understands (${raw.slice(0, 200)}): upgrade nats-pcgroups on every member and on the machine running the repartition`,
     );
   }
-  const switchedAfter = typeof r.switchedAfter === "number" && Number.isSafeInteger(r.switchedAfter) && r.switchedAfter >= 0 ? { switchedAfter: r.switchedAfter } : {};
-  return { from: r.from as number, to: r.to as number, phase: r.phase, started: r.started, ...switchedAfter };
+  const sequence = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
+  return {
+    from: r.from as number,
+    to: r.to as number,
+    phase: r.phase,
+    started: r.started,
+    ...(sequence(r.switchedAfter) ? { switchedAfter: r.switchedAfter } : {}),
+    ...(sequence(r.switchedAfterOrigin) ? { switchedAfterOrigin: r.switchedAfterOrigin } : {}),
+  };
 }
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
@@ -117,6 +137,31 @@ export function partitionsToWaitFor(from: number, to: number, q: number): number
  */
 export function transitionTransforms(partitions: number, filters: readonly PartitioningFilter[] | null): { src: string; dest: string }[] {
   return sourceTransforms(partitions, filters).map((t) => ({ src: t.src, dest: `${TRANSITION_TOKEN}.${t.dest}` }));
+}
+
+/**
+ * Whether a stored message is one of the copies a source switch replaced: stored by
+ * that switch's old source from later in the origin than its anchor. The new source
+ * stores it again in the new layout, so the copy must not be handled. Normally the
+ * switch deletes these before any consumer resumes; when the process running the
+ * switch died first, members drop those they get, until the next run deletes the rest.
+ *
+ * Decided from the message alone, so a member whose view of the record lags can only
+ * fail to recognise a copy, never take a new message for one: the `Nats-Stream-Source`
+ * header (`<origin> <origin seq> <filters> <destinations> …`, nats-server >= 2.10)
+ * names the transforms of the source that stored the message.
+ *
+ * @param record - the repartition record as last read (the cut is the switch in `moving`, the finish in `finishing`)
+ * @param sourceHeader - the message's `Nats-Stream-Source` header
+ * @param filters - the group's partitioning filters
+ */
+export function isReplacedCopy(record: RepartitionRecord | undefined, sourceHeader: string | undefined, filters: readonly PartitioningFilter[] | null): boolean {
+  if (!record || record.switchedAfterOrigin === undefined || !sourceHeader) return false;
+  const fields = sourceHeader.split(" ");
+  const originSeq = Number(fields[1]);
+  if (fields.length < 4 || !Number.isSafeInteger(originSeq) || originSeq <= record.switchedAfterOrigin) return false;
+  const oldSource = record.phase === "moving" ? sourceTransforms(record.from, filters) : transitionTransforms(record.to, filters);
+  return fields[3] === oldSource.map((t) => t.dest).join("\f");
 }
 
 /**

@@ -16,15 +16,25 @@ import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/contex
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode, isPermissionError, wrapServerError } from "../nats/server-errors.js";
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
+import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 
 /** How often a member checks a repartition in progress (gates to open, phase changes). */
 const REPARTITION_POLL_MS = 250;
+/**
+ * How often a member reads its work-queue stream's layout when no repartition is known
+ * to it: a repartition whose process died in the middle of its first switch leaves the
+ * old source's copies behind, and the member must know the record to drop them when
+ * the pause ends (after 30 s, well after this).
+ */
+const LAYOUT_CHECK_MS = 10_000;
 
 function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
   const wq = workQueueStreamName(stream, group);
   const consumerName = elasticConsumerName(member);
   /** The filters this instance last gave the consumer (a standby may have given the same). */
   let applied: string[] | undefined;
+  /** The repartition record and partitioning filters as last read (to recognise copies a source switch replaced). */
+  let seen: { record: RepartitionRecord | undefined; filters: ElasticConsumerGroupConfig["partitioning_filters"] } = { record: undefined, filters: null };
   /** Deletes the consumer made at `created` if it never delivered a message and nobody is pinned to it. */
   const deleteIfUnused = async (jsm: JetStreamManager, created: string): Promise<void> => {
     try {
@@ -103,6 +113,7 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       try {
         const created = await jsm.consumers.add(wq, config);
         const after = await readLayout(jsm, wq);
+        seen = { record: after.record, filters: groupConfig.partitioning_filters };
         if (!(await holdForSwitch(jsm, after))) {
           await deleteIfUnused(jsm, created.created);
           return "busy";
@@ -134,8 +145,9 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       const finalFilters = elasticGetPartitionFilters(groupConfig, member);
       if (finalFilters.length === 0) return { recheckMs: undefined, rejoin: false };
       const layout = await readLayout(jsm, wq);
+      seen = { record: layout.record, filters: groupConfig.partitioning_filters };
       const filters = await filtersForLayout(jsm, wq, layout, groupConfig.max_members, finalFilters);
-      const recheckMs = layout.record || filters.length !== finalFilters.length ? REPARTITION_POLL_MS : undefined;
+      const recheckMs = layout.record || filters.length !== finalFilters.length ? REPARTITION_POLL_MS : LAYOUT_CHECK_MS;
       const have = new Set(applied ?? []);
       if (filters.some((f) => !have.has(f))) return { recheckMs, rejoin: true };
       if (filters.length < have.size) {
@@ -151,6 +163,9 @@ function elasticDriver(stream: string, group: string, member: string, template: 
     },
     async cleanup() {
       // The consumer is not durable: it goes away after inactive_threshold, as in Go.
+    },
+    replacedCopy(m) {
+      return isReplacedCopy(seen.record, m.headers?.get("Nats-Stream-Source"), seen.filters);
     },
   };
 }

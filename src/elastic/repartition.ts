@@ -220,6 +220,10 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
     // moment after the update, reading the start position from the config then. Switching again, or
     // clearing that start position, before it runs would start it from somewhere else.
     const sourceRuns = sourceRunning(fresh);
+    if (sourceRuns && sourcedPastStart(fresh)) {
+      await dropStart(jsm, fresh);
+      continue;
+    }
     if (sourceRuns && progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
       await finish(jsm, latest, wq, config.config);
       continue;
@@ -336,8 +340,15 @@ async function finish(jsm: JetStreamManager, layout: StreamLayout, wq: string, c
   await switchSource(jsm, wq, sourceTransforms(record.to, config.partitioning_filters), { ...record, phase: "finishing" }, true, `switching to the final layout of ${record.to} partitions`);
 }
 
-/** How long the member consumers are paused at most while the source switches (they are resumed as soon as it is done). */
-const SWITCH_PAUSE_MS = 10_000;
+/**
+ * How long the member consumers are paused at most while the source switches (they are
+ * resumed as soon as it is done). It only runs out when the process running the switch
+ * died: the members then drop the old source's copies themselves, which needs them to
+ * have read the record, and they read it every 10 s at most.
+ */
+const SWITCH_PAUSE_MS = 30_000;
+/** How long a switch waits for a source that does not run before it gives up with an error. */
+const SOURCE_WAIT_MS = 10_000;
 
 /**
  * Switches the work-queue stream's source to `transforms` (and stores `record`)
@@ -345,13 +356,16 @@ const SWITCH_PAUSE_MS = 10_000;
  * transform changed as a new source, from the time of the stream's last message, or
  * from the origin's start while the stream still holds its first message: in-flight
  * origin messages would be skipped, or the whole origin sourced again. So:
- * 1. the member consumers are paused: from now on, what is sourced stays stored;
+ * 1. the stream is marked (see SWITCH_PAUSE_METADATA_KEY) and the member consumers are
+ *    paused: from now on, what is sourced stays stored;
  * 2. the newest message the old source stored is the anchor (see {@link switchAnchor}):
  *    the new source starts right after its origin sequence (`opt_start_seq`), so
  *    nothing in flight is skipped and nothing handled comes again;
  * 3. what the old source still stored after the anchor was never handed to anyone:
- *    the new source delivers it again, in the new layout, so the old copies are deleted;
- * 4. the consumers are resumed.
+ *    the new source delivers it again, in the new layout, so the old copies are deleted
+ *    (members drop any they get, should this process die first: `isReplacedCopy`);
+ * 4. once the new source runs (and, when it already stored past it, without the start
+ *    position), the mark goes and the consumers are resumed.
  *
  * @param fromTransition - whether the old source is the transition layout (the finish) or the old one (the cut)
  */
@@ -385,13 +399,19 @@ async function switchSource(jsm: JetStreamManager, wq: string, transforms: { src
     for (let attempt = 0; attempt < 5 && (await pauseAll()) > 0; attempt++) anchor = await switchAnchor(jsm, wq, origin, pauseAll);
     const next = updatedConfig(await workQueueInfo(jsm, wq), (c) => {
       c.sources = [withStart({ ...(c.sources?.[0] ?? { name: "" }), subject_transforms: transforms }, anchor.origin)];
-      c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord({ ...record, switchedAfter: anchor.seq }) };
+      const switched: RepartitionRecord = { ...record, switchedAfter: anchor.seq };
+      if (anchor.origin !== undefined) switched.switchedAfterOrigin = anchor.origin;
+      else delete switched.switchedAfterOrigin;
+      c.metadata = { ...(c.metadata ?? {}), [REPARTITION_METADATA_KEY]: encodeRepartitionRecord(switched) };
     });
     await updateStream(jsm, next, what);
     await deleteOldCopies(jsm, wq, anchor.seq + 1, fromTransition);
     // Nothing the new source stores is lost if the consumers resume before it runs; waiting keeps
     // the pause and the switch one step (the loop checks it again before the next switch or clean-up).
-    await untilSourceRuns(jsm, wq, until.getTime() - 1000);
+    await untilSourceRuns(jsm, wq, Date.now() + SOURCE_WAIT_MS);
+    // The start position goes as soon as the new source stored past it (see sourcedPastStart); the loop drops it later otherwise.
+    const now = await workQueueInfo(jsm, wq);
+    if (sourcedPastStart(now)) await dropStart(jsm, now);
   } catch (err) {
     failure = asError(err);
   }
@@ -449,10 +469,13 @@ async function finishInterruptedSwitch(jsm: JetStreamManager, wq: string, record
  * The switch's anchor: the newest message the old source stored, and its origin
  * sequence. Every poll pauses any consumer made meanwhile (a member joining), so
  * whatever is sourced stays stored: the stream's last message either exists (it is
- * the anchor) or was handled before its consumer was paused, and the next sourced
- * message becomes the anchor. When the stream's last sequence has not moved for
- * {@link IDLE_MS}, the source has caught up with the origin as it was when that quiet
- * spell began, and that origin sequence is the anchor's.
+ * the anchor) or was handled before its consumer was paused. Then nats-server >= 2.15
+ * says the origin sequence the source last stored ({@link storedOrigin}), however far
+ * behind the origin it is. Older servers: the next sourced message becomes the
+ * anchor, or, when the stream's last sequence has not moved for {@link IDLE_MS} while
+ * the source was heard from lately ({@link sourceFresh}), the source has caught up with
+ * the origin as it was when that quiet spell began, and that origin sequence is the
+ * anchor's.
  */
 async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string, pauseAll: () => Promise<number>): Promise<{ seq: number; origin: number | undefined }> {
   const originLast = async (): Promise<number> => {
@@ -472,14 +495,25 @@ async function switchAnchor(jsm: JetStreamManager, wq: string, origin: string, p
     const last = info.state.last_seq;
     const newest = last > 0 ? await messageAt(jsm, wq, last) : null;
     if (newest) return { seq: last, origin: originSeq(newest.header?.get("Nats-Stream-Source")) };
-    // A quiet spell says the source caught up only while it runs (a source the server is still setting up stores nothing yet).
-    if (!sourceRunning(info)) {
+    // The newest message was handled. nats-server >= 2.15 reports the origin sequence of the last
+    // message the source stored: that is the anchor, however far behind the origin the source is.
+    // Read twice: the two halves of one info are not taken at the same instant.
+    const stored = storedOrigin(info);
+    if (stored !== undefined) {
+      const again = await workQueueInfo(jsm, wq);
+      if (again.state.last_seq === last && storedOrigin(again) === stored) return { seq: last, origin: stored };
+      await sleep(ANCHOR_POLL_MS, undefined);
+      continue;
+    }
+    // Older servers: a quiet spell says the source caught up only while it runs and has been
+    // heard from lately (a stalled source stores nothing either).
+    if (!sourceFresh(info)) {
       quietSeq = -1;
-      if (Date.now() - waitingSince >= SWITCH_PAUSE_MS) {
+      if (Date.now() - waitingSince >= SOURCE_WAIT_MS) {
         const reason = info.sources?.[0]?.error?.description;
         throw new ConsumerGroupError(
           "SERVER_ERROR",
-          `the source of "${wq}" from "${origin}" has not run for ${SWITCH_PAUSE_MS / 1000} s${reason ? ` (the server says: ${reason})` : ""}, so the repartition cannot tell what it has sourced: check that "${origin}" exists and is reachable, then run the repartition again`,
+          `the source of "${wq}" from "${origin}" has not run for ${SOURCE_WAIT_MS / 1000} s${reason ? ` (the server says: ${reason})` : ""}, so the repartition cannot tell what it has sourced: check that "${origin}" exists and is reachable, then run the repartition again`,
         );
       }
     } else if (last !== quietSeq) {
@@ -514,6 +548,41 @@ export function sourceRunning(info: StreamInfo): boolean {
   if (!running || running.active < 0) return false;
   const actual = running.subject_transforms ?? [];
   return actual.length === configured.length && actual.every((t, i) => t.src === configured[i]?.src && t.dest === configured[i]?.dest);
+}
+
+/** How recently a running source must have been heard from (it sends a heartbeat every second when idle) to count as caught up after a quiet spell. */
+const SOURCE_FRESH_MS = 5_000;
+
+/** Whether the source runs and was heard from within {@link SOURCE_FRESH_MS}. */
+export function sourceFresh(info: StreamInfo): boolean {
+  const active = info.sources?.[0]?.active ?? -1;
+  return sourceRunning(info) && active < SOURCE_FRESH_MS * 1_000_000;
+}
+
+/** The origin sequence of the last message the source stored, as nats-server >= 2.15 reports it (`sources[].seq`); undefined when not reported. */
+export function storedOrigin(info: StreamInfo): number | undefined {
+  const seq = (info.sources?.[0] as { seq?: unknown } | undefined)?.seq;
+  return typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+}
+
+/**
+ * Whether the source has stored a message at or after its configured start position:
+ * from then on the server restarts it (after a crash, or on a new leader) from what it
+ * stored, and a start position left in the config would only source everything since
+ * the switch again should the stored state be lost. Needs `sources[].seq` (nats-server >= 2.15).
+ */
+export function sourcedPastStart(info: StreamInfo): boolean {
+  const start = info.config.sources?.[0]?.opt_start_seq;
+  const stored = storedOrigin(info);
+  return start !== undefined && start > 0 && stored !== undefined && stored >= start;
+}
+
+/** Removes the switch's start position from the source (the running source keeps going: its identity does not include it). */
+async function dropStart(jsm: JetStreamManager, info: StreamInfo): Promise<void> {
+  const next = updatedConfig(info, (c) => {
+    c.sources = (c.sources ?? []).map((s) => withStart(s, undefined));
+  });
+  await updateStream(jsm, next, "removing the switch's start position once its source stored past it");
 }
 
 /** Waits until the source runs, at most until `deadline` (epoch ms). */

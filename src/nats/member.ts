@@ -3,7 +3,7 @@
  * lifecycle, server-free) wired to NATS through {@link NatsMemberPort}, which makes
  * every call the controller needs with nats.js.
  */
-import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { ConsumerGroupError } from "../core/errors.js";
 import { PRIORITY_GROUP, bucketName } from "../core/names.js";
@@ -44,6 +44,8 @@ export interface MemberDriver<C> {
   refresh?(jsm: JetStreamManager, groupConfig: C): Promise<RefreshResult>;
   /** Runs when the group's config goes away or becomes unusable (static deletes its durable). */
   cleanup(jsm: JetStreamManager): Promise<void>;
+  /** Whether a delivered message is a copy a repartition's source switch replaced (acked, not handled). */
+  replacedCopy?(m: JsMsg): boolean;
 }
 
 /** How often an instance reads its group's config to check that its watch still follows it. */
@@ -135,6 +137,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
         maxMessages: this.settings.pullBatch,
         localBufferCap: this.settings.localBufferCap,
         pinnedTtlMs: pinnedTtlMs(this.settings.ackWaitMs),
+        ...(this.driver.replacedCopy ? { replacedCopy: (m: JsMsg) => this.driver.replacedCopy?.(m) ?? false } : {}),
       },
       events,
     );

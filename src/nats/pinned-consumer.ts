@@ -42,6 +42,8 @@ export interface PullSettings {
   localBufferCap: number;
   /** The consumer's PinnedTTL in ms: the pin keep-alive goes out three times per TTL. */
   pinnedTtlMs: number;
+  /** A message to ack without handling: a copy a repartition's source switch replaced (the new source stores it again). */
+  replacedCopy?: (m: JsMsg) => boolean;
 }
 
 /**
@@ -163,6 +165,10 @@ export class PinnedConsumer {
     }
     if (pin) this.lastPinId = pin;
     this.lastReply = replySubject(m) ?? this.lastReply;
+    if (this.settings.replacedCopy?.(m)) {
+      m.ack();
+      return;
+    }
     this.dispatcher.push(m);
     if (!this.gateShut && this.dispatcher.size >= this.settings.localBufferCap) this.gateShut = true;
   }

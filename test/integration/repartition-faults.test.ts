@@ -9,11 +9,13 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { getElasticConsumerGroupConfig, workQueueStreamName, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { elasticConsume, getElasticConsumerGroupConfig, repartition, workQueueStreamName, type ConsumerGroupMember, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
+import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { CgProcess, killAllCg } from "../helpers/cli-run.js";
 import { prng, sleep } from "../helpers/load-harness.js";
-import { NatsCluster, connectTo, startEnv, uniqueName, type Client, type TestEnv } from "../helpers/nats.js";
-import { assertClean, dip, growFromFour, runRepartitionScenario, summary } from "../helpers/repartition-run.js";
+import { NatsCluster, connectTo, startEnv, uniqueName, waitFor, type Client, type TestEnv } from "../helpers/nats.js";
+import { assertClean, createKeyedElasticGroup, dip, growFromFour, runRepartitionScenario, summary, type HandlerSpan } from "../helpers/repartition-run.js";
 
 const MESSAGES = Number(process.env["REPARTITION_MESSAGES"] ?? 20_000);
 const KEYS = 500;
@@ -209,6 +211,82 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
       const wq = await admin.jsm.streams.info(workQueueStreamName(stream, "g"));
       assert.equal(wq.config.num_replicas, 3, "the work-queue stream is R3");
       await assertFinalLayout(admin, stream);
+    });
+
+    // Runs last in this cluster: it kills and restarts a node.
+    test("a switch while the source is stalled (the origin stream's node down for 8 s, the source backing off): nothing lost, nothing repeated", async (t) => {
+      const client = await connectTo(cluster.urls, { maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+      const members: ConsumerGroupMember[] = [];
+      try {
+        const js = jetstream(client.nc, { timeout: 10_000 });
+        const jsm = await jetstreamManager(client.nc, { timeout: 10_000 });
+        // The origin (R1) and the work queue (R1) on different nodes, so the origin's node can go alone.
+        let stream = "";
+        let originNode: string | undefined;
+        for (let attempt = 0; attempt < 10 && !originNode; attempt++) {
+          stream = uniqueName("rps");
+          await createKeyedElasticGroup({ ...client, js, jsm }, stream, "g", 4, ["m1", "m2"]);
+          const origin = (await jsm.streams.info(stream)).cluster?.leader;
+          if (origin !== (await jsm.streams.info(workQueueStreamName(stream, "g"))).cluster?.leader) originNode = origin;
+        }
+        const node = cluster.nodes.find((n) => n.name === originNode);
+        assert.ok(node, `the origin's node (${originNode}) is one of ours`);
+        const spans: HandlerSpan[] = [];
+        for (const name of ["m1", "m2"]) {
+          members.push(
+            await elasticConsume(js, {
+              stream,
+              group: "g",
+              member: name,
+              concurrency: "key",
+              handler: (msg) => {
+                const { key, seq } = msg.json<{ key: string; seq: number }>();
+                spans.push({ key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: performance.now() });
+              },
+            }),
+          );
+        }
+        const published = new Map<string, number>();
+        const publish = async (count: number): Promise<void> => {
+          for (let i = 0; i < count; i++) {
+            const key = `k${i % 50}`;
+            const seq = (published.get(key) ?? 0) + 1;
+            for (let attempt = 0; ; attempt++) {
+              try {
+                await js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }), { msgID: `${stream}-${key}-${seq}`, timeout: 2000 });
+                break;
+              } catch (err) {
+                if (attempt > 100) throw err;
+                await new Promise((r) => setTimeout(r, 100));
+              }
+            }
+            published.set(key, seq);
+          }
+        };
+        await publish(100);
+        await waitFor(() => spans.length >= 100, 20_000, "the first 100 handled");
+        await node.kill();
+        await new Promise((r) => setTimeout(r, 8000));
+        await node.restart(false);
+        await node.waitReady(true);
+        // Published while the source still waits for its next retry: the work queue is empty, the source far behind.
+        await publish(200);
+        const wq = await jsm.streams.info(workQueueStreamName(stream, "g"));
+        t.diagnostic(`at the repartition: work queue last ${wq.state.last_seq}, ${wq.state.messages} stored; source ${JSON.stringify(wq.sources?.map((x) => ({ seq: (x as { seq?: number }).seq, active: x.active })))}; origin last ${(await jsm.streams.info(stream)).state.last_seq}`);
+        await repartition(js, stream, "g", 8, { pollMs: 100 });
+        await publish(100);
+        const total = [...published.values()].reduce((a, b) => a + b, 0);
+        await waitFor(() => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size >= total, 60_000, `all ${total} messages handled`);
+        await new Promise((r) => setTimeout(r, 1000));
+        const report = checkDelivery(
+          published,
+          spans.map((x) => ({ key: x.key, seq: x.seq, at: x.start })),
+        );
+        assert.deepEqual({ lost: report.lost.length, duplicates: report.duplicates, outOfOrder: report.outOfOrder.length }, { lost: 0, duplicates: 0, outOfOrder: 0 });
+      } finally {
+        await Promise.allSettled(members.map((m) => m.stop()));
+        await client.nc.close();
+      }
     });
   });
 });

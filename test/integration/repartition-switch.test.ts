@@ -82,12 +82,15 @@ describe("repartition - interrupted and joined switches (issue 18, second review
     );
   }
 
-  for (const [nth, which] of [
-    [1, "the cut's pause mark"],
-    [2, "the cut's switch"],
-    [5, "the finish's switch"],
+  for (const [payload, which, rerunAfterMs] of [
+    ["pcg_switch_pause", "the cut's pause mark", 0],
+    ["pcg_repartition", "the cut's switch", 0],
+    ["finishing", "the finish's switch", 0],
+    // The consumers' pause (30 s) runs out before the next run: members get the old source's copies and must drop them.
+    ["pcg_repartition", "the cut's switch", 32_000],
+    ["finishing", "the finish's switch", 32_000],
   ] as const) {
-    test(`switch - a kill -9 right after ${which} (a stream update), before its clean-up: the next run deletes the old copies, removes the mark and resumes the paused consumers`, async (t) => {
+    test(`switch - a kill -9 right after ${which} (a stream update), before its clean-up, the next run ${rerunAfterMs ? `${rerunAfterMs / 1000} s later, after the pause ran out` : "at once"}: no old copy handled, the mark removed, nothing left paused`, async (t) => {
       const stream = uniqueName("rsw");
       await createKeyedElasticGroup(env, stream, "g", 4, ["m1", "m2"]);
       const spans: HandlerSpan[] = [];
@@ -96,7 +99,7 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       try {
         await sleep(500);
         // The update goes out 500 ms late: the old source stores copies after the anchor meanwhile.
-        const child = spawn(process.execPath, [CRASH_CHILD, env.server.url, stream, "g", "8", "STREAM.UPDATE", String(nth), "500"], { stdio: ["ignore", "pipe", "inherit"] });
+        const child = spawn(process.execPath, [CRASH_CHILD, env.server.url, stream, "g", "8", "STREAM.UPDATE", payload, "500"], { stdio: ["ignore", "pipe", "inherit"] });
         let out = "";
         child.stdout.on("data", (d: Buffer) => (out += d.toString()));
         const exit = await new Promise<NodeJS.Signals | null>((resolve) => child.on("exit", (_code, signal) => resolve(signal)));
@@ -105,6 +108,11 @@ describe("repartition - interrupted and joined switches (issue 18, second review
         const paused = [];
         for await (const c of env.jsm.consumers.list(wq)) if ((c as { paused?: boolean }).paused) paused.push(c.name);
         t.diagnostic(`${out.trim()}; consumers left paused: ${paused.join(",") || "none"}`);
+        if (rerunAfterMs > 0) {
+          // The copies are stored; a quiet wait until the consumers' pause runs out and members get them.
+          await load.stop();
+          await sleep(rerunAfterMs);
+        }
         // The next run deals with the interrupted switch before its first report: stopped right there, it leaves nothing paused.
         const stop = new AbortController();
         await assert.rejects(repartition(env.js, stream, "g", 8, { pollMs: 50, signal: stop.signal, onProgress: () => stop.abort() }), (err: Error & { code?: string }) => err.code === "STOPPED");
@@ -202,6 +210,70 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       assertExactlyOnce(published, spans, "a member joining while a switch's mark holds consumers paused");
     } finally {
       await Promise.allSettled(members.map((m) => m.stop()));
+    }
+  });
+
+  test("switch - the server killed (kill -9) and restarted mid-repartition, with the work queue empty: the switch's start position is gone once its source stored past it, so nothing is sourced again", async (t) => {
+    const own = await startEnv();
+    const members: ConsumerGroupMember[] = [];
+    try {
+      const stream = uniqueName("rsk");
+      await createKeyedElasticGroup(own, stream, "g", 4, ["m1", "m2"]);
+      const wq = workQueueStreamName(stream, "g");
+      const spans: HandlerSpan[] = [];
+      const ownMember = (name: string): Promise<ConsumerGroupMember> =>
+        elasticConsume(own.js, {
+          stream,
+          group: "g",
+          member: name,
+          concurrency: "key",
+          handler: (msg) => {
+            const { key, seq } = msg.json<{ key: string; seq: number }>();
+            spans.push({ key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: performance.now() });
+          },
+        });
+      members.push(await ownMember("m1"), await ownMember("m2"));
+      const published = new Map<string, number>();
+      const publish = async (count: number): Promise<void> => {
+        for (let i = 0; i < count; i++) {
+          const key = `k${i % 20}`;
+          const seq = (published.get(key) ?? 0) + 1;
+          published.set(key, seq);
+          await own.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+          await sleep(2);
+        }
+      };
+      const handledAll = (): boolean => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size === [...published.values()].reduce((a, b) => a + b, 0);
+      await publish(100);
+      // A consumer that is no member's holds the repartition in "moving" (it waits for every consumer to follow).
+      await own.jsm.consumers.add(wq, { durable_name: "hold", ack_policy: "explicit", filter_subject: "hold.>" });
+      const stop = new AbortController();
+      const running = repartition(own.js, stream, "g", 8, { pollMs: 50, signal: stop.signal, force: true }).catch((err: unknown) => err);
+      await publish(200);
+      await waitFor(async () => {
+        const info = await own.jsm.streams.info(wq);
+        return handledAll() && info.state.messages === 0 && info.config.metadata?.["pcg_repartition"] !== undefined && info.config.sources?.[0]?.opt_start_seq === undefined;
+      }, 20_000, "everything handled in the transition layout, and the start position dropped");
+      stop.abort();
+      assert.equal(((await running) as { code?: string }).code, "STOPPED");
+      const before = (await own.jsm.streams.info(wq)).state.last_seq;
+      const handledBefore = spans.length;
+      await own.server.kill();
+      await own.server.restart();
+      await waitFor(async () => (await own.jsm.streams.info(wq).catch(() => undefined)) !== undefined, 20_000, "the server back");
+      await sleep(3000);
+      const after = (await own.jsm.streams.info(wq)).state.last_seq;
+      t.diagnostic(`work queue last sequence ${before} before the crash, ${after} after; ${spans.length - handledBefore} handled since`);
+      assert.equal(after, before, "the restarted source sourced nothing again");
+      await own.jsm.consumers.delete(wq, "hold");
+      await repartition(own.js, stream, "g", 8, { pollMs: 50 });
+      await publish(40);
+      await waitFor(handledAll, 20_000, "every message handled");
+      await sleep(500);
+      assertExactlyOnce(published, spans, "a server crash mid-repartition");
+    } finally {
+      await Promise.allSettled(members.map((m) => m.stop()));
+      await own.close();
     }
   });
 });

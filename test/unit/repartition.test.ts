@@ -9,6 +9,7 @@ import {
   encodeRepartitionRecord,
   feedingPartitions,
   growMappings,
+  isReplacedCopy,
   partitionsToWaitFor,
   splitStoredSubject,
   transitionFilters,
@@ -16,7 +17,7 @@ import {
 } from "../../src/core/repartition.js";
 import { partitionOf } from "../../src/core/partition.js";
 import { ConsumerGroupError } from "../../src/core/errors.js";
-import { sourceRunning } from "../../src/elastic/repartition.js";
+import { sourceFresh, sourceRunning, sourcedPastStart, storedOrigin } from "../../src/elastic/repartition.js";
 import type { StreamInfo } from "@nats-io/jetstream";
 
 describe("repartition - pure parts", () => {
@@ -71,6 +72,9 @@ describe("repartition - pure parts", () => {
   test("record - round trip, and a record this version does not understand is a typed error", () => {
     const record = { from: 4, to: 12, phase: "moving" as const, started: "2026-11-30T12:00:00.000Z" };
     assert.deepEqual(decodeRepartitionRecord(encodeRepartitionRecord(record)), record);
+    const switched = { ...record, switchedAfter: 50, switchedAfterOrigin: 60 };
+    assert.deepEqual(decodeRepartitionRecord(encodeRepartitionRecord(switched)), switched);
+    assert.deepEqual(decodeRepartitionRecord('{"from":4,"to":12,"phase":"moving","started":"x","switchedAfter":-1,"switchedAfterOrigin":"7"}'), { from: 4, to: 12, phase: "moving", started: "x" }, "bad anchors are ignored");
     for (const bad of ["{", "null", '{"from":4,"to":12,"phase":"paused","started":"x"}', '{"from":0,"to":12,"phase":"moving","started":"x"}', '{"from":4,"to":12.5,"phase":"moving","started":"x"}']) {
       assert.throws(
         () => decodeRepartitionRecord(bad),
@@ -108,5 +112,47 @@ describe("repartition - pure parts", () => {
     assert.equal(sourceRunning(info(undefined)), false, "no source reported");
     assert.equal(sourceRunning(info({ active: 5, subject_transforms: [{ src: "orders.*", dest: "{{Partition(4,1)}}.orders.{{Wildcard(1)}}" }] })), false, "the server still reports the previous transforms");
     assert.equal(sourceRunning(info({ active: 5, subject_transforms: [...configured, ...configured] })), false);
+  });
+
+  test("source state - the origin sequence stored (nats-server >= 2.15), past the start position, heard from lately", () => {
+    const transforms = [{ src: "orders.*", dest: "{{Partition(8,1)}}.orders.{{Wildcard(1)}}" }];
+    const info = (source: Record<string, unknown> | undefined, start?: number): StreamInfo =>
+      ({ config: { sources: [{ name: "orders", subject_transforms: transforms, ...(start ? { opt_start_seq: start } : {}) }] }, sources: source ? [{ name: "orders", lag: 0, subject_transforms: transforms, ...source }] : [] }) as unknown as StreamInfo;
+    assert.equal(storedOrigin(info({ active: 1, seq: 300 })), 300);
+    assert.equal(storedOrigin(info({ active: 1 })), undefined, "older servers do not report it");
+    assert.equal(storedOrigin(info({ active: 1, seq: 0 })), undefined, "nothing stored yet");
+    assert.equal(storedOrigin(info(undefined)), undefined);
+    assert.equal(sourcedPastStart(info({ active: 1, seq: 41 }, 41)), true, "the first message at the start position is stored");
+    assert.equal(sourcedPastStart(info({ active: 1, seq: 40 }, 41)), false, "only what the old source stored");
+    assert.equal(sourcedPastStart(info({ active: 1 }, 41)), false, "unknown: kept");
+    assert.equal(sourcedPastStart(info({ active: 1, seq: 90 })), false, "no start position to drop");
+    assert.equal(sourceFresh(info({ active: 900_000_000 })), true);
+    assert.equal(sourceFresh(info({ active: 9_000_000_000 })), false, "a source not heard from for 9 s may be stalled");
+    assert.equal(sourceFresh(info({ active: -1 })), false);
+  });
+
+  test("replaced copies - only the switch's old source's messages from later in the origin than its anchor, known from the message's own header", () => {
+    const filters = [{ filter: "orders.*", partitioning_wildcards: [1] }];
+    const header = (seq: number, dest: string): string => `orders ${seq} orders.* ${dest} orders.k1`;
+    const goFour = "{{Partition(4,1)}}.orders.{{Wildcard(1)}}";
+    const transition = "pcg-repartition.{{Partition(8,1)}}.orders.{{Wildcard(1)}}";
+    const goEight = "{{Partition(8,1)}}.orders.{{Wildcard(1)}}";
+    const cut = { from: 4, to: 8, phase: "moving" as const, started: "x", switchedAfter: 50, switchedAfterOrigin: 60 };
+    const finish = { ...cut, phase: "finishing" as const, switchedAfter: 500, switchedAfterOrigin: 700 };
+    assert.equal(isReplacedCopy(cut, header(61, goFour), filters), true, "the cut's old source, after its anchor");
+    assert.equal(isReplacedCopy(cut, header(60, goFour), filters), false, "the anchor itself was stored before the switch");
+    assert.equal(isReplacedCopy(cut, header(61, transition), filters), false, "the new source's");
+    assert.equal(isReplacedCopy(cut, header(900, goEight), filters), false, "a member still reading the cut's record never drops the final layout's messages");
+    assert.equal(isReplacedCopy(finish, header(701, transition), filters), true, "the finish's old source, after its anchor");
+    assert.equal(isReplacedCopy(finish, header(650, transition), filters), false);
+    assert.equal(isReplacedCopy(finish, header(701, goEight), filters), false);
+    assert.equal(isReplacedCopy(finish, header(701, goFour), filters), false);
+    assert.equal(isReplacedCopy(undefined, header(61, goFour), filters), false, "no repartition");
+    const { switchedAfterOrigin: _dropped, ...withoutOrigin } = cut;
+    assert.equal(isReplacedCopy(withoutOrigin, header(61, goFour), filters), false, "a record from before the anchor's origin was kept");
+    assert.equal(isReplacedCopy(cut, undefined, filters), false);
+    assert.equal(isReplacedCopy(cut, "orders 61", filters), false, "an old header format");
+    const wholeSubject = { ...cut };
+    assert.equal(isReplacedCopy(wholeSubject, "orders 61 > {{Partition(4)}}.> orders.k1", null), true, "whole-subject partitioning");
   });
 });
