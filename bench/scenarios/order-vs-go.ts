@@ -3,6 +3,13 @@
  * with `max_ack_pending` 1 and AckWait 2 s (Go cg's consumer template), a no-op
  * handler that acks, each member in its own process, on the same stream in the same
  * run: ours against Go's pcgroups v0.2.2 `StaticConsume` (the interop driver).
+ *
+ * Then the same guarantee, per-key order of first handling that holds across a kill -9
+ * of the pinned instance, at depth (issue 16, item 2): Go keeps it only with
+ * `max_ack_pending` 1; ours keeps it with a deep buffer (the takeover waits for the dead
+ * instance's redeliveries; `reliability-crash-depth.test.ts` proves it at 1,000). So
+ * ours in `serial` mode with `max_ack_pending` 256 against Go at 1, and the
+ * `partition` and `key` modes in the same table.
  */
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -35,6 +42,7 @@ export async function orderVsGo(ctx: BenchContext): Promise<Row[]> {
   const ours: number[] = [];
   const go: number[] = [];
   const raw: number[] = [];
+  const deep = { serial: [] as number[], partition: [] as number[], key: [] as number[] };
   for (let run = 0; run < ctx.runs; run++) {
     // The same consumer through nats.js alone: how fast the Node client goes at all here.
     const durable = `raw${run}`;
@@ -75,7 +83,23 @@ export async function orderVsGo(ctx: BenchContext): Promise<Row[]> {
       const ms = await timed(member);
       (side === "go" ? go : ours).push((count - 1) / (ms / 1000));
     }
-    ctx.log(`  strict order run ${run + 1}: Go ${go[run]?.toFixed(0)}, raw nats.js ${raw[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)} msgs/s`);
+    for (const mode of ["serial", "partition", "key"] as const) {
+      const group = `deep${mode}${run}`;
+      await createStatic(conn.js, { stream, group, maxMembers: 16, members: ["m"] });
+      const member = startMember({
+        url: ctx.server.url,
+        flavour: "static",
+        stream,
+        group,
+        member: "m",
+        handlerMs: 0,
+        ackWaitMs: 2000,
+        target: count,
+        ...(mode === "serial" ? { maxAckPending: 256 } : { concurrency: mode, maxInFlight: mode === "key" ? 64 : 16 }),
+      });
+      deep[mode].push((count - 1) / ((await timed(member)) / 1000));
+    }
+    ctx.log(`  strict order run ${run + 1}: Go ${go[run]?.toFixed(0)}, raw nats.js ${raw[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)}; at depth: serial ${deep.serial[run]?.toFixed(0)}, partition ${deep.partition[run]?.toFixed(0)}, key ${deep.key[run]?.toFixed(0)} msgs/s`);
   }
   const ratio = median(ours) / median(go);
   return [
@@ -102,5 +126,18 @@ export async function orderVsGo(ctx: BenchContext): Promise<Row[]> {
       samples: ours,
       note: `${(median(ours) / median(raw)).toFixed(2)}× raw nats.js on the same consumer`,
     },
+    {
+      scenario: "2 strict order vs Go",
+      variant: "staticConsume serial, max_ack_pending 256 (order kept across a kill -9 by the takeover)",
+      value: median(deep.serial),
+      unit: "msgs/s",
+      baseline: "Go",
+      ratio: median(deep.serial) / median(go),
+      target: ">= 5.0",
+      met: median(deep.serial) / median(go) >= 5,
+      samples: deep.serial,
+    },
+    { scenario: "2 strict order vs Go", variant: "staticConsume partition, maxInFlight 16, maxBuffered 256", value: median(deep.partition), unit: "msgs/s", baseline: "Go", ratio: median(deep.partition) / median(go), samples: deep.partition },
+    { scenario: "2 strict order vs Go", variant: "staticConsume key, maxInFlight 64, maxBuffered 256", value: median(deep.key), unit: "msgs/s", baseline: "Go", ratio: median(deep.key) / median(go), samples: deep.key },
   ];
 }

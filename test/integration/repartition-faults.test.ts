@@ -213,9 +213,10 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
       await assertFinalLayout(admin, stream);
     });
 
-    // Runs last in this cluster: it kills and restarts a node.
+    // In a cluster of its own: it kills and restarts a node, and R1 placement is freest on idle nodes.
     test("a switch while the source is stalled (the origin stream's node down for 8 s, the source backing off): nothing lost, nothing repeated", async (t) => {
-      const client = await connectTo(cluster.urls, { maxReconnectAttempts: -1, reconnectTimeWait: 200 });
+      const own = await NatsCluster.start(3);
+      const client = await connectTo(own.urls, { maxReconnectAttempts: -1, reconnectTimeWait: 200 });
       const members: ConsumerGroupMember[] = [];
       try {
         const js = jetstream(client.nc, { timeout: 10_000 });
@@ -226,10 +227,17 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
         for (let attempt = 0; attempt < 10 && !originNode; attempt++) {
           stream = uniqueName("rps");
           await createKeyedElasticGroup({ ...client, js, jsm }, stream, "g", 4, ["m1", "m2"]);
-          const origin = (await jsm.streams.info(stream)).cluster?.leader;
-          if (origin !== (await jsm.streams.info(workQueueStreamName(stream, "g"))).cluster?.leader) originNode = origin;
+          const [origin, workQueue] = await waitFor(
+            async () => {
+              const leaders = [(await jsm.streams.info(stream)).cluster?.leader, (await jsm.streams.info(workQueueStreamName(stream, "g"))).cluster?.leader];
+              return leaders.every((l) => l !== undefined && l !== "") ? leaders : undefined;
+            },
+            10_000,
+            "both streams to have a leader",
+          );
+          if (origin !== workQueue) originNode = origin;
         }
-        const node = cluster.nodes.find((n) => n.name === originNode);
+        const node = own.nodes.find((n) => n.name === originNode);
         assert.ok(node, `the origin's node (${originNode}) is one of ours`);
         const spans: HandlerSpan[] = [];
         for (const name of ["m1", "m2"]) {
@@ -286,6 +294,7 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
       } finally {
         await Promise.allSettled(members.map((m) => m.stop()));
         await client.nc.close();
+        await own.stop();
       }
     });
   });
