@@ -131,10 +131,27 @@ export interface RepartitionResult {
  * ```
  */
 export async function repartition(js: JetStreamClient, stream: string, group: string, partitions: number, options: RepartitionOptions = {}): Promise<RepartitionResult> {
+  const started = Date.now();
+  // Decided from a reading taken before the lock; when another run moved the group on before the
+  // lock was ours, everything is decided again from a new reading (a few times at most).
+  for (let attempt = 0; ; attempt++) {
+    const result = await repartitionOnce(js, stream, group, partitions, options, started, attempt >= 3);
+    if (result !== "read again") return result;
+  }
+}
+
+async function repartitionOnce(
+  js: JetStreamClient,
+  stream: string,
+  group: string,
+  partitions: number,
+  options: RepartitionOptions,
+  started: number,
+  lastAttempt: boolean,
+): Promise<RepartitionResult | "read again"> {
   assertValidGroupNames(stream, group);
   assertPartitionCount(partitions, "the new partition count");
   const pollMs = options.pollMs ?? 250;
-  const started = Date.now();
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "repartitioning elastic consumer groups");
   const config = await readElasticConfig(js, jsm, stream, group);
@@ -182,57 +199,76 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
       `the elastic consumer group ${stream}.${group} has members that may be Go members: ${unverifiedMembers.join(", ")} (their consumers carry no nats-pcgroups metadata, as Go's and this library's serial mode's do not, or they run no instance now). Go members cannot follow a repartition: Go stops a member when the partition count changes, and a Go instance started before the repartition is done can break per-key order for its partitions. Pass force (--force) when these are all nats-pcgroups members, and start no Go instance of the group until it is done`,
     );
   }
-  if (resumed) await finishInterruptedSwitch(jsm, wq, layout.record);
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
   // A lock left by a repartition that finished (the config and the stream say its count) is stale.
-  await takeLock(kv, stream, group, { from, to: partitions, started: record.started }, (lock) => !layout.record && lock.to === config.config.max_members);
-  if (!layout.record) await cut(jsm, info, record, config.config);
-  await growConfig(js, jsm, stream, group, from, partitions);
+  // Taken before anything changes: a run of the same repartition that is alive right now is refused.
+  const lock = await takeLock(kv, stream, group, { from, to: partitions, started: record.started }, (held) => !layout.record && held.to === config.config.max_members);
+  let finished = false;
+  try {
+    // Read again under the lock: a run that held it before may have moved the group on meanwhile.
+    const locked = await workQueueInfo(jsm, wq);
+    const lockedLayout = layoutOf(locked);
+    const lockedConfig = (await readElasticConfig(js, jsm, stream, group)).config;
+    if (JSON.stringify(lockedLayout.record) !== JSON.stringify(layout.record) || lockedConfig.max_members !== config.config.max_members) {
+      if (lastAttempt) throw new ConsumerGroupError("CONFIG_CONFLICT", `the repartition of ${stream}.${group} kept changing under this call (another run of it?): try again`);
+      return "read again";
+    }
+    if (lockedLayout.record || resumed) await finishInterruptedSwitch(jsm, wq, lockedLayout.record);
+    lock.assertHeld();
+    if (!lockedLayout.record) await cut(jsm, locked, record, config.config);
+    lock.assertHeld();
+    await growConfig(js, jsm, stream, group, from, partitions);
 
-  const tracker = new ProgressTracker(from, partitions, started, resumed);
-  const drained = new Set<number>();
-  const check = async (): Promise<RepartitionProgress> => {
-    const now = await readLayout(jsm, wq);
-    const current = (await readElasticConfig(js, jsm, stream, group)).config;
-    if (!now.record) return tracker.report("done", [], 0, [], []);
-    if (now.record.to !== partitions) {
-      throw new ConsumerGroupError("REPARTITION_IN_PROGRESS", `the repartition record of ${stream}.${group} changed under this call (now ${now.record.from} to ${now.record.to}): another repartition runs`);
-    }
-    const oldLeft = now.record.phase === "moving" ? await countPerPartition(jsm, wq, from, drained) : new Array<number>(from).fill(0);
-    const transitionLeft = now.record.phase === "finishing" ? await countUnder(jsm, wq, TRANSITION_TOKEN) : 0;
-    const { heldBack, behind } = await consumersBehind(jsm, wq, current, now, oldLeft);
-    return tracker.report(now.record.phase, oldLeft, transitionLeft, heldBack, behind);
-  };
+    const tracker = new ProgressTracker(from, partitions, started, resumed);
+    const drained = new Set<number>();
+    const check = async (): Promise<RepartitionProgress> => {
+      const now = await readLayout(jsm, wq);
+      const current = (await readElasticConfig(js, jsm, stream, group)).config;
+      if (!now.record) return tracker.report("done", [], 0, [], []);
+      if (now.record.to !== partitions) {
+        throw new ConsumerGroupError("REPARTITION_IN_PROGRESS", `the repartition record of ${stream}.${group} changed under this call (now ${now.record.from} to ${now.record.to}): another repartition runs`);
+      }
+      const oldLeft = now.record.phase === "moving" ? await countPerPartition(jsm, wq, from, drained) : new Array<number>(from).fill(0);
+      const transitionLeft = now.record.phase === "finishing" ? await countUnder(jsm, wq, TRANSITION_TOKEN) : 0;
+      const { heldBack, behind } = await consumersBehind(jsm, wq, current, now, oldLeft);
+      return tracker.report(now.record.phase, oldLeft, transitionLeft, heldBack, behind);
+    };
 
-  for (;;) {
-    if (options.signal?.aborted) {
-      throw new ConsumerGroupError("STOPPED", `the repartition of ${stream}.${group} to ${partitions} partitions was interrupted; it stays where it is and members keep consuming in order: run it again to finish it`);
+    for (;;) {
+      if (options.signal?.aborted) {
+        throw new ConsumerGroupError("STOPPED", `the repartition of ${stream}.${group} to ${partitions} partitions was interrupted; it stays where it is and members keep consuming in order: run it again to finish it`);
+      }
+      const progress = await check();
+      options.onProgress?.(progress);
+      if (progress.phase === "done") {
+        await lock.stop(true);
+        await releaseLock(kv, stream, group);
+        finished = true;
+        break;
+      }
+      lock.assertHeld();
+      const fresh = await workQueueInfo(jsm, wq);
+      const latest = layoutOf(fresh);
+      // The previous switch's source may not run yet: the server makes its consumer on the origin a
+      // moment after the update, reading the start position from the config then. Switching again, or
+      // clearing that start position, before it runs would start it from somewhere else.
+      const sourceRuns = sourceRunning(fresh);
+      if (sourceRuns && sourcedPastStart(fresh)) {
+        await dropStart(jsm, fresh);
+        continue;
+      }
+      if (sourceRuns && progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
+        await finish(jsm, latest, wq, config.config);
+        continue;
+      }
+      if (sourceRuns && progress.phase === "finishing" && progress.transitionLeft === 0) {
+        await clearRecord(jsm, fresh);
+        continue;
+      }
+      await sleep(pollMs, options.signal);
     }
-    const progress = await check();
-    options.onProgress?.(progress);
-    if (progress.phase === "done") {
-      await releaseLock(kv, stream, group);
-      break;
-    }
-    const fresh = await workQueueInfo(jsm, wq);
-    const latest = layoutOf(fresh);
-    // The previous switch's source may not run yet: the server makes its consumer on the origin a
-    // moment after the update, reading the start position from the config then. Switching again, or
-    // clearing that start position, before it runs would start it from somewhere else.
-    const sourceRuns = sourceRunning(fresh);
-    if (sourceRuns && sourcedPastStart(fresh)) {
-      await dropStart(jsm, fresh);
-      continue;
-    }
-    if (sourceRuns && progress.phase === "moving" && progress.oldLeft.every((n) => n === 0) && progress.membersBehind.length === 0) {
-      await finish(jsm, latest, wq, config.config);
-      continue;
-    }
-    if (sourceRuns && progress.phase === "finishing" && progress.transitionLeft === 0) {
-      await clearRecord(jsm, fresh);
-      continue;
-    }
-    await sleep(pollMs, options.signal);
+  } finally {
+    if (!finished) await lock.stop(false);
   }
   return { from, to: partitions, resumed, durationMs: Date.now() - started, unverifiedMembers };
 }

@@ -295,6 +295,49 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     await assertFinished(stream, "g", to * 2);
   });
 
+  test("repartition input - two runs of the same repartition at once (issue 18, fourth review): the second waits for the first's heartbeat to go stale, gets REPARTITION_IN_PROGRESS and changes nothing; once the first stops, the next run takes over at once", async () => {
+    const stream = uniqueName("rsame");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const handled: string[] = [];
+    await quickMember(stream, "g", "m1", handled);
+    const wq = workQueueStreamName(stream, "g");
+    // A consumer that is no member's holds the first run in "moving" (it waits for every consumer to follow).
+    await env.jsm.consumers.add(wq, { durable_name: "hold", ack_policy: "explicit", filter_subject: "hold.>" });
+    const published = new Map<string, number>();
+    let publishing = true;
+    const load = (async () => {
+      for (let i = 0; publishing; i++) {
+        const key = `k${i % 20}`;
+        const seq = (published.get(key) ?? 0) + 1;
+        published.set(key, seq);
+        await env.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+        await sleep(5);
+      }
+    })();
+    const stopFirst = new AbortController();
+    const first = repartition(env.js, stream, "g", 8, { pollMs: 50, force: true, signal: stopFirst.signal }).catch((err: unknown) => err);
+    await waitFor(async () => (await env.jsm.streams.info(wq)).config.metadata?.["pcg_repartition"] !== undefined, 10_000, "the first run's cut");
+    const updatesBefore = (await env.jsm.streams.info(wq)).config;
+    const startedAt = now();
+    await rejectsTyped(repartition(env.js, stream, "g", 8, { pollMs: 50, force: true }), "REPARTITION_IN_PROGRESS", "a second run while the first is alive");
+    assert.ok(now() - startedAt >= 4000, "it waited for the first run's heartbeat to go stale before refusing");
+    assert.equal((await env.jsm.streams.info(wq)).config.metadata?.["pcg_repartition"], updatesBefore.metadata?.["pcg_repartition"], "the second run switched nothing (the record keeps the first run's anchor)");
+    stopFirst.abort();
+    assert.equal(((await first) as { code?: string }).code, "STOPPED");
+    await env.jsm.consumers.delete(wq, "hold");
+    const takeover = now();
+    const result = await repartition(env.js, stream, "g", 8, { pollMs: 50, force: true });
+    assert.equal(result.resumed, true);
+    assert.ok(now() - takeover < 4000, "a run that stopped leaves the lock ownerless: the next one takes over at once");
+    publishing = false;
+    await load;
+    const total = [...published.values()].reduce((a, b) => a + b, 0);
+    await waitFor(() => new Set(handled).size >= total, 20_000, "every message handled");
+    await sleep(300);
+    assert.equal(handled.length, total, "nothing handled twice");
+    await assertFinished(stream, "g", 8);
+  });
+
   test("repartition input - a repartition in progress to 12: another count gets REPARTITION_IN_PROGRESS and changes nothing; the call with 12 resumes and finishes once the member can drain", async () => {
     const stream = uniqueName("rp");
     await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
