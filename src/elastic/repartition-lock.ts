@@ -5,6 +5,7 @@
  * listing nor ours ever shows it, and no member watches it.
  */
 import type { KV } from "@nats-io/kv";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { ConsumerGroupError } from "../core/errors.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 
@@ -20,6 +21,12 @@ export interface RepartitionLock {
   owner?: string;
   /** The owner's last sign of life (ISO 8601), refreshed every {@link HEARTBEAT_MS}. */
   heartbeat?: string;
+  /**
+   * A subject the owner answers on while it runs. A request there that finds no
+   * responder says at once that the owner's connection is gone (a kill -9), so a run
+   * started right after one takes over without waiting for the heartbeat to go stale.
+   */
+  inbox?: string;
 }
 
 /** How often the run holding the lock refreshes its heartbeat. */
@@ -69,6 +76,7 @@ export class LockHandle {
     private readonly key: string,
     private readonly lock: RepartitionLock,
     private revision: number,
+    private readonly presence: Subscription,
   ) {
     this.timer = setInterval(() => {
       this.beating = this.beating.then(() => this.beat());
@@ -104,6 +112,7 @@ export class LockHandle {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.beating;
+    this.presence.unsubscribe();
     if (finished || this.lost) return;
     const { owner: _owner, heartbeat: _heartbeat, ...ownerless } = this.lock;
     await this.kv.update(this.key, JSON.stringify(ownerless), this.revision).catch(() => undefined);
@@ -124,54 +133,78 @@ function isWrongRevision(err: unknown): boolean {
  *
  * @throws ConsumerGroupError `REPARTITION_IN_PROGRESS` when a repartition to another count holds it, or a live run of the same one
  */
-export async function takeLock(kv: KV, stream: string, group: string, lock: RepartitionLock, isStale: (held: RepartitionLock) => boolean): Promise<LockHandle> {
+export async function takeLock(kv: KV, nc: NatsConnection, stream: string, group: string, lock: RepartitionLock, isStale: (held: RepartitionLock) => boolean): Promise<LockHandle> {
   const key = lockKey(stream, group);
   const owner = Math.random().toString(36).slice(2, 12) + Date.now().toString(36);
-  const mine = (base: RepartitionLock): RepartitionLock => ({ from: base.from, to: base.to, started: base.started, owner, heartbeat: new Date().toISOString() });
+  const inbox = `_INBOX.pcg-repartition.${owner}`;
+  const presence = nc.subscribe(inbox, { callback: (_err, msg) => void msg.respond("alive") });
+  const mine = (base: RepartitionLock): RepartitionLock => ({ from: base.from, to: base.to, started: base.started, owner, heartbeat: new Date().toISOString(), inbox });
+  const handle = async (taken: RepartitionLock, revision: Promise<number>): Promise<LockHandle> => new LockHandle(kv, key, taken, await revision, presence);
   const deadline = Date.now() + LOCK_STALE_MS + 2 * HEARTBEAT_MS;
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      const fresh = mine(lock);
-      return new LockHandle(kv, key, fresh, await kv.create(key, JSON.stringify(fresh)));
-    } catch (err) {
-      if (!isWrongRevision(err)) throw wrapServerError(err, `taking the repartition lock of ${stream}.${group}`);
-    }
-    const held = await readLock(kv, stream, group);
-    if (!held) continue;
-    if (held.lock.to === lock.to) {
-      if (!ownerAlive(held.lock, Date.now())) {
-        const taken = mine(held.lock);
-        try {
-          return new LockHandle(kv, key, taken, await kv.update(key, JSON.stringify(taken), held.revision));
-        } catch (err) {
-          if (!isWrongRevision(err)) throw wrapServerError(err, `taking over the repartition lock of ${stream}.${group}`);
-          continue;
-        }
+  try {
+    await nc.flush();
+    for (let attempt = 0; attempt < 100; attempt++) {
+      try {
+        const fresh = mine(lock);
+        return await handle(fresh, kv.create(key, JSON.stringify(fresh)));
+      } catch (err) {
+        if (!isWrongRevision(err)) throw wrapServerError(err, `taking the repartition lock of ${stream}.${group}`);
       }
-      if (Date.now() >= deadline) {
-        const seen = Math.round((Date.now() - Date.parse(held.lock.heartbeat ?? "")) / 100) / 10;
+      const held = await readLock(kv, stream, group);
+      if (!held) continue;
+      if (held.lock.to === lock.to) {
+        if (!ownerAlive(held.lock, Date.now()) || (await ownerGone(nc, held.lock))) {
+          const taken = mine(held.lock);
+          try {
+            return await handle(taken, kv.update(key, JSON.stringify(taken), held.revision));
+          } catch (err) {
+            if (!isWrongRevision(err)) throw wrapServerError(err, `taking over the repartition lock of ${stream}.${group}`);
+            continue;
+          }
+        }
+        if (Date.now() >= deadline) {
+          const seen = Math.round((Date.now() - Date.parse(held.lock.heartbeat ?? "")) / 100) / 10;
+          throw new ConsumerGroupError(
+            "REPARTITION_IN_PROGRESS",
+            `another run of this repartition of ${stream}.${group} to ${held.lock.to} partitions is running right now (its last sign of life ${seen} s ago): let it finish, or stop it and run this again`,
+          );
+        }
+        // Its run may have just died: its heartbeat goes stale within LOCK_STALE_MS.
+        await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS / 2));
+        continue;
+      }
+      if (!isStale(held.lock)) {
         throw new ConsumerGroupError(
           "REPARTITION_IN_PROGRESS",
-          `another run of this repartition of ${stream}.${group} to ${held.lock.to} partitions is running right now (its last sign of life ${seen} s ago): let it finish, or stop it and run this again`,
+          `a repartition of ${stream}.${group} from ${held.lock.from} to ${held.lock.to} partitions (started ${held.lock.started}) is in progress: finish it first by running it again with ${held.lock.to}`,
         );
       }
-      // Its run may have just died: its heartbeat goes stale within LOCK_STALE_MS.
-      await new Promise((resolve) => setTimeout(resolve, HEARTBEAT_MS / 2));
-      continue;
+      try {
+        await kv.delete(key, { previousSeq: held.revision });
+      } catch {
+        // someone else replaced it meanwhile: look again
+      }
     }
-    if (!isStale(held.lock)) {
-      throw new ConsumerGroupError(
-        "REPARTITION_IN_PROGRESS",
-        `a repartition of ${stream}.${group} from ${held.lock.from} to ${held.lock.to} partitions (started ${held.lock.started}) is in progress: finish it first by running it again with ${held.lock.to}`,
-      );
-    }
-    try {
-      await kv.delete(key, { previousSeq: held.revision });
-    } catch {
-      // someone else replaced it meanwhile: look again
-    }
+    throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't take the repartition lock of ${stream}.${group}: it kept changing; try again`);
+  } catch (err) {
+    presence.unsubscribe();
+    throw err;
   }
-  throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't take the repartition lock of ${stream}.${group}: it kept changing; try again`);
+}
+
+/**
+ * True when the owner's presence subject has no responder: its connection is gone. A
+ * reply, a timeout or any other failure (no permission for the request) says nothing,
+ * and the heartbeat decides.
+ */
+async function ownerGone(nc: NatsConnection, lock: RepartitionLock): Promise<boolean> {
+  if (!lock.inbox) return false;
+  try {
+    await nc.request(lock.inbox, "", { timeout: 1000 });
+    return false;
+  } catch (err) {
+    return (err as { isNoResponders?: () => boolean }).isNoResponders?.() === true;
+  }
 }
 
 /** Releases the lock. */

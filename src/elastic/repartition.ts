@@ -44,6 +44,7 @@ import { ELASTIC, STATIC, openConfigBucket, readConfig, readConfigIfAny, updateC
 import { MODE_KEY } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { connectionOf } from "../nats/client-seam.js";
 import { layoutOf, readLayout, type StreamLayout } from "./layout.js";
 import { readLock, releaseLock, takeLock } from "./repartition-lock.js";
 
@@ -202,7 +203,7 @@ async function repartitionOnce(
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
   // A lock left by a repartition that finished (the config and the stream say its count) is stale.
   // Taken before anything changes: a run of the same repartition that is alive right now is refused.
-  const lock = await takeLock(kv, stream, group, { from, to: partitions, started: record.started }, (held) => !layout.record && held.to === config.config.max_members);
+  const lock = await takeLock(kv, connectionOf(js), stream, group, { from, to: partitions, started: record.started }, (held) => !layout.record && held.to === config.config.max_members);
   let finished = false;
   try {
     // Read again under the lock: a run that held it before may have moved the group on meanwhile.

@@ -19,6 +19,7 @@ import { partitionOf } from "../../src/core/partition.js";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 import { sourceFresh, sourceRunning, sourcedPastStart, storedOrigin } from "../../src/elastic/repartition.js";
 import type { StreamInfo } from "@nats-io/jetstream";
+import { LOCK_STALE_MS, ownerAlive } from "../../src/elastic/repartition-lock.js";
 
 describe("repartition - pure parts", () => {
   test("feeding partitions - every key's old partition is among its new partition's feeders (checked by hashing 5,000 keys for several N -> M)", () => {
@@ -154,5 +155,16 @@ describe("repartition - pure parts", () => {
     assert.equal(isReplacedCopy(cut, "orders 61", filters), false, "an old header format");
     const wholeSubject = { ...cut };
     assert.equal(isReplacedCopy(wholeSubject, "orders 61 > {{Partition(4)}}.> orders.k1", null), true, "whole-subject partitioning");
+  });
+
+  test("lock - an owner is alive while its heartbeat is younger than LOCK_STALE_MS; a lock without owner (a run that stopped, or an older version's) has none", () => {
+    const now = Date.parse("2026-11-30T12:00:10.000Z");
+    const lock = { from: 4, to: 8, started: "2026-11-30T12:00:00.000Z" };
+    assert.equal(ownerAlive({ ...lock, owner: "a", heartbeat: new Date(now - 1000).toISOString() }, now), true);
+    assert.equal(ownerAlive({ ...lock, owner: "a", heartbeat: new Date(now - LOCK_STALE_MS + 1).toISOString() }, now), true);
+    assert.equal(ownerAlive({ ...lock, owner: "a", heartbeat: new Date(now - LOCK_STALE_MS).toISOString() }, now), false, "stale: its run died or froze");
+    assert.equal(ownerAlive(lock, now), false, "ownerless");
+    assert.equal(ownerAlive({ ...lock, heartbeat: new Date(now).toISOString() }, now), false, "a heartbeat without owner");
+    assert.equal(ownerAlive({ ...lock, owner: "a", heartbeat: "yesterday" }, now), false, "unreadable");
   });
 });
