@@ -75,6 +75,26 @@ export async function createKeyedElasticGroup(client: Client, stream: string, gr
   if (members.length > 0) await addMembers(client.js, stream, group, members);
 }
 
+/**
+ * A `key`-mode instance of member `member` of group "g" that records a span per
+ * handler run (payloads `{key, seq}`); it takes `handlerMs` per message.
+ */
+export function recordingMember(js: JetStreamClient, stream: string, member: string, spans: HandlerSpan[], handlerMs = 0): Promise<ConsumerGroupMember> {
+  return elasticConsume(js, {
+    stream,
+    group: "g",
+    member,
+    concurrency: "key",
+    handler: async (msg) => {
+      const { key, seq } = msg.json<{ key: string; seq: number }>();
+      const span: HandlerSpan = { key, seq, member, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: undefined };
+      spans.push(span);
+      if (handlerMs > 0) await sleep(handlerMs);
+      span.end = performance.now();
+    },
+  });
+}
+
 /** Publishes `messages` over `keys` keys at about `rate`/s, each payload `{key, seq}`. */
 export async function publishSteadily(js: JetStreamClient, stream: string, messages: number, keys: number, rate: number, published: Map<string, number>): Promise<void> {
   const started = now();

@@ -8,8 +8,8 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { addMembers, createElastic, createStatic } from "../../src/index.js";
 import { HandledLog, type LoadPayload } from "../helpers/keyed-load.js";
+import { createLoadGroup } from "../helpers/load-scenario.js";
 import { startChildMember, type ChildMember, type ChildSettings } from "../helpers/member-process.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 
@@ -33,14 +33,7 @@ describe("reliability - kill -9 of the pinned instance with 1,000 messages buffe
     for (const concurrency of ["serial", "partition", "key"] as const) {
       test(`reliability - ${flavour}, ${concurrency} mode, maxBuffered ${DEPTH}: ${ROUNDS} kills with the buffer full, nothing lost, per-key order of first handling kept`, async (t) => {
         const stream = uniqueName(`depth_${flavour}_${concurrency}`);
-        if (flavour === "static") {
-          await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], subject_transform: { src: `${stream}.*`, dest: `{{partition(4,1)}}.${stream}.{{wildcard(1)}}` } });
-          await createStatic(env.js, { stream, group: "g", maxMembers: 4, members: ["m1", "m2"], onWarning: () => undefined });
-        } else {
-          await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
-          await createElastic(env.js, { stream, group: "g", maxMembers: 4, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
-          await addMembers(env.js, stream, "g", ["m1", "m2"]);
-        }
+        await createLoadGroup(env, flavour, stream, "g", 4, ["m1", "m2"]);
         const [consumerStream, m1Consumer] = flavour === "static" ? [stream, "g-m1"] : [`${stream}-g`, "m1"];
         const log = new HandledLog();
         const settings: Omit<ChildSettings, "member"> = { url: env.server.url, flavour, stream, group: "g", ackWaitMs: ACK_WAIT_MS, handlerMs: 1, concurrency, maxBuffered: DEPTH, maxInFlight: 4 };

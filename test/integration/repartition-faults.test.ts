@@ -10,12 +10,12 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
-import { elasticConsume, getElasticConsumerGroupConfig, repartition, workQueueStreamName, type ConsumerGroupMember, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
+import { getElasticConsumerGroupConfig, repartition, workQueueStreamName, type ConsumerGroupMember, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { CgProcess, killAllCg } from "../helpers/cli-run.js";
 import { prng, sleep } from "../helpers/load-harness.js";
 import { NatsCluster, connectTo, startEnv, uniqueName, waitFor, type Client, type TestEnv } from "../helpers/nats.js";
-import { assertClean, createKeyedElasticGroup, dip, growFromFour, runRepartitionScenario, summary, type HandlerSpan } from "../helpers/repartition-run.js";
+import { assertClean, createKeyedElasticGroup, dip, growFromFour, recordingMember, runRepartitionScenario, summary, type HandlerSpan } from "../helpers/repartition-run.js";
 
 const MESSAGES = Number(process.env["REPARTITION_MESSAGES"] ?? 20_000);
 const KEYS = 500;
@@ -240,20 +240,7 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
         const node = own.nodes.find((n) => n.name === originNode);
         assert.ok(node, `the origin's node (${originNode}) is one of ours`);
         const spans: HandlerSpan[] = [];
-        for (const name of ["m1", "m2"]) {
-          members.push(
-            await elasticConsume(js, {
-              stream,
-              group: "g",
-              member: name,
-              concurrency: "key",
-              handler: (msg) => {
-                const { key, seq } = msg.json<{ key: string; seq: number }>();
-                spans.push({ key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: performance.now() });
-              },
-            }),
-          );
-        }
+        for (const name of ["m1", "m2"]) members.push(await recordingMember(js, stream, name, spans));
         const published = new Map<string, number>();
         const publish = async (count: number): Promise<void> => {
           for (let i = 0; i < count; i++) {

@@ -9,11 +9,11 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { addMembers, elasticConsume, repartition, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
+import { addMembers, repartition, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { sleep } from "../helpers/load-harness.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
-import { createKeyedElasticGroup, findOrderBreaks, type HandlerSpan } from "../helpers/repartition-run.js";
+import { createKeyedElasticGroup, findOrderBreaks, recordingMember, type HandlerSpan } from "../helpers/repartition-run.js";
 
 const CRASH_CHILD = fileURLToPath(new URL("../helpers/repartition-crash-child.js", import.meta.url));
 
@@ -26,21 +26,9 @@ describe("repartition - interrupted and joined switches (issue 18, second review
     await env.close();
   });
 
-  /** A key-mode member recording its handler runs. */
-  async function member(stream: string, name: string, spans: HandlerSpan[]): Promise<ConsumerGroupMember> {
-    return elasticConsume(env.js, {
-      stream,
-      group: "g",
-      member: name,
-      concurrency: "key",
-      handler: async (msg) => {
-        const { key, seq } = msg.json<{ key: string; seq: number }>();
-        const span: HandlerSpan = { key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: undefined };
-        spans.push(span);
-        await sleep(1);
-        span.end = performance.now();
-      },
-    });
+  /** A key-mode member recording its handler runs (1 ms each). */
+  function member(stream: string, name: string, spans: HandlerSpan[]): Promise<ConsumerGroupMember> {
+    return recordingMember(env.js, stream, name, spans, 1);
   }
 
   /** Publishes keyed messages (per-key order kept) until stopped. */
@@ -221,18 +209,7 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       await createKeyedElasticGroup(own, stream, "g", 4, ["m1", "m2"]);
       const wq = workQueueStreamName(stream, "g");
       const spans: HandlerSpan[] = [];
-      const ownMember = (name: string): Promise<ConsumerGroupMember> =>
-        elasticConsume(own.js, {
-          stream,
-          group: "g",
-          member: name,
-          concurrency: "key",
-          handler: (msg) => {
-            const { key, seq } = msg.json<{ key: string; seq: number }>();
-            spans.push({ key, seq, member: name, partition: msg.partition, transition: msg.rawSubject.startsWith("pcg-repartition."), start: performance.now(), end: performance.now() });
-          },
-        });
-      members.push(await ownMember("m1"), await ownMember("m2"));
+      members.push(await recordingMember(own.js, stream, "m1", spans), await recordingMember(own.js, stream, "m2", spans));
       const published = new Map<string, number>();
       const publish = async (count: number): Promise<void> => {
         for (let i = 0; i < count; i++) {
