@@ -23,6 +23,7 @@ import {
   feedingPartitions,
   getElasticConsumerGroupConfig,
   listElasticConsumerGroups,
+  partitionOf,
   repartition,
   setMemberMappings,
   workQueueStreamName,
@@ -335,6 +336,63 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     await waitFor(() => new Set(handled).size >= total, 20_000, "every message handled");
     await sleep(300);
     assert.equal(handled.length, total, "nothing handled twice");
+    await assertFinished(stream, "g", 8);
+  });
+
+  test("repartition input - a poison message (its key blocked, no dead-letter subject) holds back only the new partitions its old partition feeds; with a dead-letter subject the same repartition finishes", async () => {
+    const stream = uniqueName("rpois");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const deadLetters = uniqueName("rdlq");
+    await env.jsm.streams.add({ name: deadLetters, subjects: [`${deadLetters}.*`] });
+    const handled: string[] = [];
+    const poisonMember = (deadLetterSubject?: string): Promise<ConsumerGroupMember> =>
+      elasticConsume(env.js, {
+        stream,
+        group: "g",
+        member: "m1",
+        concurrency: "key",
+        retry: { maxDeliver: 3, backoffMs: 50 },
+        ...(deadLetterSubject ? { deadLetterSubject } : {}),
+        handler: (msg) => {
+          const { key, seq } = msg.json<{ key: string; seq: number }>();
+          if (key === "k1") throw new Error("poison");
+          handled.push(`${key}/${seq}`);
+        },
+      });
+    let member = track(await poisonMember());
+    const publish = async (round: number, keys: number[]): Promise<void> => {
+      for (const k of keys) await env.js.publish(`${stream}.k${k}`, JSON.stringify({ key: `k${k}`, seq: round }));
+    };
+    for (let round = 1; round <= 4; round++) await publish(round, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    await waitFor(() => handled.length === 36, 10_000, "every message but the poison key's");
+    const filter = { filter: `${stream}.*`, wildcards: [1] };
+    const poisonOld = partitionOf(`${stream}.k1`, 4, filter);
+    // Held back: the new partitions its old partition feeds, other than the one of the same number
+    // (that one takes the old partition's messages and its own in stream order, on one consumer).
+    const fedByPoison = Array.from({ length: 8 }, (_, q) => q).filter((q) => q !== poisonOld && feedingPartitions(4, 8, q).includes(poisonOld));
+    const stop = new AbortController();
+    let last: RepartitionProgress | undefined;
+    const running = repartition(env.js, stream, "g", 8, { pollMs: 50, signal: stop.signal, onProgress: (p) => (last = p) }).catch((err: unknown) => err);
+    await waitFor(() => last?.phase === "moving" && last.heldBack.length === 1 && last.oldLeft.reduce((a, b) => a + b, 0) === 4, 10_000, "the repartition held back by the poison key only");
+    assert.deepEqual(last?.heldBack, fedByPoison, "only the new partitions the poison key's old partition feeds are held back");
+    assert.equal(last?.oldLeft[poisonOld], 4, "its old partition keeps the poison message and the three behind it");
+    // Keys in the partitions not held back go on, in the transition layout; the held ones wait with the poison key.
+    const others = [0, 2, 3, 4, 5, 6, 7, 8, 9];
+    const flowing = others.filter((k) => !fedByPoison.includes(partitionOf(`${stream}.k${k}`, 8, filter)));
+    assert.ok(flowing.length > 0 && flowing.length < others.length, `some keys flow, some wait (${flowing.length} of ${others.length} flow)`);
+    for (let round = 5; round <= 6; round++) await publish(round, others);
+    await waitFor(() => handled.length === 36 + 2 * flowing.length, 10_000, "the flowing keys' new messages handled during the repartition");
+    await sleep(500);
+    assert.equal(last?.phase, "moving", "still held back");
+    stop.abort();
+    assert.equal(((await running) as { code?: string }).code, "STOPPED");
+    // With a dead-letter subject, the poison messages go there and the repartition finishes.
+    await member.stop();
+    member = track(await poisonMember(`${deadLetters}.poison`));
+    const result = await repartition(env.js, stream, "g", 8, { pollMs: 50 });
+    assert.equal(result.resumed, true);
+    await waitFor(async () => (await env.jsm.streams.info(deadLetters)).state.messages === 4, 10_000, "the four poison messages dead-lettered");
+    assert.equal(new Set(handled).size, handled.length, "nothing handled twice");
     await assertFinished(stream, "g", 8);
   });
 
