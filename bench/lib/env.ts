@@ -44,6 +44,16 @@ export async function benchServer(url?: string): Promise<BenchServer> {
   };
 }
 
+/** Stands in for the server when every chosen scenario is pure computation: connecting throws. */
+export function noServer(): BenchServer {
+  return {
+    url: "",
+    version: "none (not needed)",
+    connect: () => Promise.reject(new Error("this benchmark run started no nats-server: every chosen scenario is serverless")),
+    stop: () => Promise.resolve(),
+  };
+}
+
 /** A partitioned stream `<name>` with subjects `<name>.<key>` and N partitions from its own transform. */
 export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number): Promise<void> {
   await jsm.streams.add({

@@ -24,7 +24,9 @@ export function machine(): string {
   return `${c.length} × ${c[0]?.model.trim() ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, ${process.platform} ${process.arch}`;
 }
 
-const fmt = (v: number, unit: string): string => (Number.isFinite(v) ? `${unit === "msgs/s" ? Math.round(v).toLocaleString("en") : v.toFixed(unit === "MiB" ? 1 : 0)} ${unit}` : "n/a");
+/** Decimals shown per unit: whole numbers unless a unit is a small mean. */
+const decimals = (unit: string): number => (unit === "MiB" ? 1 : unit.endsWith("/step") ? 2 : 0);
+const fmt = (v: number, unit: string): string => (Number.isFinite(v) ? `${unit === "msgs/s" ? Math.round(v).toLocaleString("en") : v.toFixed(decimals(unit))} ${unit}` : "n/a");
 
 /** Rows as aligned text. */
 export function table(rows: Row[]): string {

@@ -19,3 +19,16 @@ export function percentile(values: readonly number[], p: number): number {
 export function clock(): number {
   return performance.timeOrigin + performance.now();
 }
+
+/** A seeded generator of numbers in [0, 1) (xorshift32), so a sequence replays exactly. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    return state / 2 ** 32;
+  };
+}
