@@ -3,13 +3,15 @@
  * runs the benchmark scenarios against a nats-server it starts (or --server), prints
  * a table, and writes bench/results/latest.json and latest.md (and, for a full run,
  * the scaling chart bench/results/scaling.svg). Every ratio is against a baseline
- * measured in the same run.
+ * measured in the same run. A run of only serverless scenarios (`--only assignment`)
+ * starts no server.
  */
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { benchServer } from "./lib/env.js";
+import { benchServer, noServer } from "./lib/env.js";
 import { machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
+import { assignment } from "./scenarios/assignment.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
@@ -19,7 +21,9 @@ import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment };
+/** Scenarios that never touch the server: a run of only these starts none. */
+const serverless = new Set(["assignment"]);
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +44,7 @@ for (const name of chosen) {
 }
 const runs = Number(values.runs ?? (quick ? 1 : 3));
 const messages = Number(values.messages ?? (quick ? 5_000 : 100_000));
-const server = await benchServer(values.server);
+const server = chosen.every((name) => serverless.has(name)) ? noServer() : await benchServer(values.server);
 let counter = 0;
 const ctx: BenchContext = {
   server,
@@ -51,7 +55,7 @@ const ctx: BenchContext = {
   log: (line) => console.error(line),
   name: (prefix) => `${prefix}_${Date.now().toString(36)}_${++counter}`,
 };
-console.error(`bench: nats-server ${server.version} at ${server.url}; ${runs} run(s) of ${messages} messages${quick ? " (quick)" : ""}`);
+console.error(`bench: nats-server ${server.version}${server.url ? ` at ${server.url}` : ""}; ${runs} run(s) of ${messages} messages${quick ? " (quick)" : ""}`);
 const rows: Row[] = [];
 try {
   for (const name of chosen) {
