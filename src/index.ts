@@ -21,6 +21,7 @@ export {
   staticMemberFilters,
 } from "./core/assignment.js";
 export { validateElasticConfig, validatePartitioningFilter, validateStaticConfig } from "./core/validation.js";
+export { membersWithoutPartitions, minimumMoves, movedPartitions, stickyMappings } from "./core/sticky-assignment.js";
 export {
   ELASTIC_BUCKET,
   PRIORITY_GROUP,
@@ -86,6 +87,12 @@ export {
 export type { CreateElasticOptions } from "./elastic/admin.js";
 export { addMembers, deleteMembers, deleteMemberMappings, setMemberMappings } from "./elastic/membership.js";
 export { elasticConsume } from "./elastic/consume.js";
+export type { ElasticConsumeOptions } from "./elastic/consume.js";
+export { defaultMemberName } from "./elastic/auto-join.js";
+export type { AutoJoinOptions } from "./elastic/auto-join.js";
+export type { AutoJoinedMember } from "./elastic/auto-member.js";
+export type { AssignmentPolicy } from "./core/auto-membership.js";
+export { LEASE_BUCKET } from "./elastic/lease-store.js";
 export { workQueueStreamConfig } from "./elastic/work-queue.js";
 export { repartition } from "./elastic/repartition.js";
 export { staticRepartitionPlan } from "./static/repartition-plan.js";

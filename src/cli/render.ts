@@ -190,6 +190,12 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "watch_restarted", ...base, revision: status.revision, attempts: status.attempts };
     case "events_dropped":
       return { event: "events_dropped", ...base, count: status.count };
+    case "membership_written":
+      return { event: "membership_written", ...base, revision: status.revision, added: status.added, removed: status.removed };
+    case "lease_lost":
+      return { event: "lease_lost", ...base, error: status.error.message, code: status.error.code };
+    case "lease_restored":
+      return { event: "lease_restored", ...base };
     case "stopped":
       return status.error ? { event: "stopped", ...base, error: errorText(status.error) } : { event: "stopped", ...base };
     default:
@@ -205,6 +211,7 @@ function errorText(error: unknown): string {
 export function renderEvent(doc: MemberEventDoc, s: Styler): string {
   const head = `${s.dim(clock(doc.ts))} [${doc.member}]`;
   const nums = (key: string): string => list((doc[key] as number[] | undefined) ?? []);
+  const words = (key: "added" | "removed"): string[] => ((doc[key] as string[] | undefined) ?? []).map((m) => `${key} ${m}`);
   switch (doc.event) {
     case "started":
       return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))}${typeof doc["metrics_url"] === "string" ? `, metrics at ${doc["metrics_url"]}` : ""} (Ctrl-C to stop)`;
@@ -242,6 +249,12 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} config watch re-opened at revision ${String(doc["revision"])} after ${String(doc["attempts"])} attempt(s)`;
     case "events_dropped":
       return `${head} ${s.yellow(`${String(doc["count"])} status events dropped`)} (not read in time)`;
+    case "membership_written":
+      return `${head} ${s.cyan("membership written")} (revision ${String(doc["revision"])}): ${[...words("added"), ...words("removed")].join(", ")}`;
+    case "lease_lost":
+      return `${head} ${s.red("lease lost")}: ${String(doc["error"])}`;
+    case "lease_restored":
+      return `${head} ${s.green("lease restored")}: rejoining the group`;
     case "stopping":
       return `${head} ${String(doc["signal"])} received: finishing the message in flight, then stopping (again to force)`;
     case "stopped":

@@ -55,7 +55,12 @@ export type ErrorCode =
   // repartitioning
   | "REPARTITION_IN_PROGRESS"
   | "GO_MEMBERS_PRESENT"
-  | "STATIC_GROUP";
+  | "STATIC_GROUP"
+  // auto-join
+  | "ASSIGNMENT_CONFLICT"
+  | "AUTO_POLICY_CONFLICT"
+  | "MEMBER_NOT_AUTO"
+  | "LEASE_LOST";
 
 /** Options accepted by {@link ConsumerGroupError}. */
 export interface ConsumerGroupErrorOptions {

@@ -5,7 +5,7 @@ import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io
 import { elasticGetPartitionFilters, memberPartitions } from "../core/assignment.js";
 import { sameElasticSettings, sameMembership } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { PRIORITY_GROUP, elasticConsumerName, workQueueStreamName } from "../core/names.js";
+import { PRIORITY_GROUP, bucketName, elasticConsumerName, workQueueStreamName } from "../core/names.js";
 import { msToNanos, pinnedTtlMs } from "../core/timing.js";
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, openConfigBucket, readConfig } from "../nats/config-store.js";
@@ -14,9 +14,12 @@ import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
-import { ApiCode, apiErrorCode, isPermissionError, wrapServerError } from "../nats/server-errors.js";
+import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
+import { AutoJoinedMember } from "./auto-member.js";
+import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
+import { openLeaseBucket } from "./lease-store.js";
 
 /** How often a member checks a repartition in progress (gates to open, phase changes). */
 const REPARTITION_POLL_MS = 250;
@@ -28,7 +31,14 @@ const REPARTITION_POLL_MS = 250;
  */
 const LAYOUT_CHECK_MS = 10_000;
 
-function elasticDriver(stream: string, group: string, member: string, template: Partial<ConsumerConfig>, ackWaitMs: number): MemberDriver<ElasticConsumerGroupConfig> {
+function elasticDriver(
+  stream: string,
+  group: string,
+  member: string,
+  template: Partial<ConsumerConfig>,
+  ackWaitMs: number,
+  mayJoin: () => boolean,
+): MemberDriver<ElasticConsumerGroupConfig> {
   const wq = workQueueStreamName(stream, group);
   const consumerName = elasticConsumerName(member);
   /** The filters this instance last gave the consumer (a standby may have given the same). */
@@ -105,6 +115,8 @@ function elasticDriver(stream: string, group: string, member: string, template: 
       return record && record.from === current.max_members && record.to === next.max_members ? "membership" : immutable;
     },
     async createConsumer(jsm, config, groupConfig) {
+      // An auto instance whose lease may have run out does not take partitions: the group may have moved them.
+      if (!mayJoin()) return "busy";
       const finalFilters = config.filter_subjects ?? [];
       const layout = await readLayout(jsm, wq);
       const filters = await filtersForLayout(jsm, wq, layout, groupConfig.max_members, finalFilters);
@@ -170,6 +182,40 @@ function elasticDriver(stream: string, group: string, member: string, template: 
   };
 }
 
+/** How long an auto instance's start retries errors a cluster shows while it elects a leader. */
+const START_RETRY_MS = 30_000;
+
+/** Runs `action`, retrying it with backoff while it fails with a transient server error, for up to {@link START_RETRY_MS}. */
+async function retryTransient<T>(action: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + START_RETRY_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await action();
+    } catch (err) {
+      if (!isTransientServerError(err) || performance.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, Math.min(2000, 250 * 2 ** attempt)));
+    }
+  }
+}
+
+/** Options of {@link elasticConsume}: those of `staticConsume`, plus auto-join. */
+export interface ElasticConsumeOptions extends Omit<ConsumeOptions, "member"> {
+  /**
+   * The member this instance runs as; instances of one member are hot standbys. Required
+   * without `autoJoin`; with it, the default is `HOSTNAME` (the pod name on Kubernetes),
+   * else the host name.
+   */
+  member?: string;
+  /**
+   * Join the group by itself: the instance adds its member to the membership, keeps a
+   * lease alive while it runs, and takes the member out when its last instance stops;
+   * members whose last lease expires are removed by a live auto instance. Members
+   * added by hand (or by Go, or the CLI) are never touched. See the README's "Auto
+   * membership".
+   */
+  autoJoin?: boolean | AutoJoinOptions;
+}
+
 /**
  * Runs an instance of an elastic group's member. The instance follows the group's
  * membership live: when its partitions change it recreates its consumer
@@ -192,9 +238,15 @@ function elasticDriver(stream: string, group: string, member: string, template: 
  * });
  * ```
  */
-export async function elasticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
+export async function elasticConsume(js: JetStreamClient, options: ElasticConsumeOptions): Promise<ConsumerGroupMember> {
   const keys: { extract?: SubjectKeyExtractor | undefined } = {};
-  const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
+  const autoOption = options && typeof options === "object" ? options.autoJoin : undefined;
+  if (options && typeof options === "object" && options.member === undefined && !autoOption) {
+    throw new ConsumerGroupError("INVALID_NAME", "invalid member name: a member name is required (or pass autoJoin, which names the member after HOSTNAME)");
+  }
+  const withMember = options && typeof options === "object" && options.member === undefined && autoOption ? { ...options, member: defaultMemberName() } : options;
+  const settings = checkConsumeOptions(js, withMember as ConsumeOptions, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
+  const auto = resolveAutoJoin(autoOption, settings.ackWaitMs);
   const template = options.consumerConfig ?? {};
   if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
     throw new ConsumerGroupError(
@@ -202,13 +254,33 @@ export async function elasticConsume(js: JetStreamClient, options: ConsumeOption
       `the ack policy when consuming from elastic consumer groups must be explicit (got "${template.ack_policy}"): work-queue streams require it`,
     );
   }
-  const { stream, group, member } = options;
+  const { stream, group, member } = withMember as ConsumeOptions;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "elastic consumer groups (priority groups with pinned_client)");
-  await streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`);
-  const kv = await openConfigBucket(js, jsm, "elastic");
-  const current = await readConfig(kv, ELASTIC, stream, group);
+  // An auto instance (a pod starting) waits through a cluster electing a leader; a hand-run member fails at once.
+  const patiently = auto ? retryTransient : <T>(action: () => Promise<T>): Promise<T> => action();
+  await patiently(() => streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`));
+  const kv = await patiently(() => openConfigBucket(js, jsm, "elastic"));
+  const current = await patiently(() => readConfig(kv, ELASTIC, stream, group));
   keys.extract = elasticKeyExtractor(current.config.partitioning_filters);
-  const driver = elasticDriver(stream, group, member, { ...template, ack_policy: "explicit", ...modeConsumerSettings(options, settings) }, settings.ackWaitMs);
-  return startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false);
+  const consumerTemplate = { ...template, ack_policy: "explicit" as const, ...modeConsumerSettings(withMember as ConsumeOptions, settings) };
+  if (!auto) {
+    const driver = elasticDriver(stream, group, member, consumerTemplate, settings.ackWaitMs, () => true);
+    return startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false);
+  }
+  const replicas = (await retryTransient(() => streamInfo(jsm, `KV_${bucketName("elastic")}`, "the elastic config bucket", ""))).config.num_replicas;
+  const leases = await retryTransient(() => openLeaseBucket(js, jsm, replicas));
+  const membership = new AutoMembership(js, leases, kv, stream, group, member, auto, () => openLeaseBucket(js, jsm, replicas));
+  const fenced = { ...settings, dispatch: { ...settings.dispatch, mayStart: () => membership.leaseValid() } };
+  const driver = elasticDriver(stream, group, member, consumerTemplate, settings.ackWaitMs, () => membership.leaseValid());
+  await retryTransient(() => membership.start(current.config));
+  let controller: Awaited<ReturnType<typeof startMember<ElasticConsumerGroupConfig>>>;
+  try {
+    controller = await startMember(js, jsm, kv, driver, { stream, group, member }, current, fenced, false);
+  } catch (err) {
+    await membership.close();
+    throw err;
+  }
+  membership.attach(controller);
+  return new AutoJoinedMember(controller, membership, settings.drainTimeoutMs);
 }

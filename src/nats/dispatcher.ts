@@ -56,6 +56,11 @@ export interface DispatchPolicy {
   nakDelayMs?(deliveryCount: number): number;
   /** Send `working()` this often for every message held here (0: never). Half of AckWait. */
   workingIntervalMs: number;
+  /**
+   * Whether a handler may start now; when false nothing starts and the check is made
+   * again shortly. Auto-join fences an instance whose lease may have run out with it.
+   */
+  mayStart?(): boolean;
 }
 
 /** What the dispatcher reports. */
@@ -145,6 +150,8 @@ export const DeadLetterHeaders = {
 
 /** The lane of messages whose key could not be computed, per partition. */
 const UNKEYED = "!";
+/** How soon a fenced dispatcher looks again whether it may start handlers. */
+const FENCE_RECHECK_MS = 100;
 
 /**
  * The lanes of one consume. Not reusable after {@link Dispatcher.drain}.
@@ -187,6 +194,8 @@ export class Dispatcher {
   onRoom: (() => void) | undefined;
   /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
   private pumping = false;
+  /** Set while a fenced instance waits to look again whether it may start handlers. */
+  private fenceTimer: NodeJS.Timeout | undefined;
   /** One timer sends working() for every message held here (a timer per message costs more than the handlers). */
   private sweeper: NodeJS.Timeout | undefined;
 
@@ -260,6 +269,15 @@ export class Dispatcher {
     if (this.stopping) return;
     clearTimeout(this.holdTimer);
     this.holdTimer = setTimeout(() => this.release(), maxMs);
+  }
+
+  /** Nothing may start now (see `DispatchPolicy.mayStart`): look again in a moment. */
+  private fenceWait(): void {
+    if (this.fenceTimer || this.stopping) return;
+    this.fenceTimer = setTimeout(() => {
+      this.fenceTimer = undefined;
+      this.pump();
+    }, FENCE_RECHECK_MS);
   }
 
   private release(): void {
@@ -383,6 +401,10 @@ export class Dispatcher {
     if (this.pumping) return;
     this.pumping = true;
     try {
+      if (this.policy.mayStart && !this.policy.mayStart()) {
+        this.fenceWait();
+        return;
+      }
       while (!this.stopping && !this.holdTimer && !this.takingOver && this.executing < this.policy.maxInFlight) {
         const retry = this.retries.shift();
         if (retry) {
@@ -686,6 +708,8 @@ export class Dispatcher {
     this.stopping = true;
     clearTimeout(this.holdTimer);
     this.holdTimer = undefined;
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = undefined;
     this.ready.length = 0;
     // Heads waiting for a retry (backing off, or due and queued for a slot) go back now: nothing runs them any more.
     for (const lane of [...this.lanes.values()]) {

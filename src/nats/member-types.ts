@@ -173,6 +173,33 @@ export type MemberStatus =
       /** What went wrong. */
       error: unknown;
     }
+  /** Auto-join: this instance wrote a membership change (members joined, or left or expired). */
+  | {
+      /** The kind of event. */
+      type: "membership_written";
+      /** The KV revision of the config written. */
+      revision: number;
+      /** Auto members added. */
+      added: string[];
+      /** Auto members removed (left, or their last lease expired). */
+      removed: string[];
+    }
+  /**
+   * Auto-join: this instance's lease ran out or could not be renewed in time. Nothing
+   * new starts here until a new lease is written (the instance is fenced: a
+   * member removed meanwhile never handles partitions it no longer owns).
+   */
+  | {
+      /** The kind of event. */
+      type: "lease_lost";
+      /** What happened. */
+      error: ConsumerGroupError;
+    }
+  /** Auto-join: this instance holds a lease again after losing it. */
+  | {
+      /** The kind of event. */
+      type: "lease_restored";
+    }
   /** Events were dropped because nobody read this status iterator: `count` since the last event read. */
   | {
       /** The kind of event. */

@@ -14,7 +14,7 @@ import { checkClientShapes, connectionOf, connectionStatus } from "./client-seam
 import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
 import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
-import type { ConsumerGroupMember, MemberSettings } from "./member-types.js";
+import type { MemberSettings } from "./member-types.js";
 import { PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
 
@@ -280,7 +280,7 @@ export async function startMember<C>(
   current: StoredConfig<C>,
   settings: MemberSettings,
   failFast: boolean,
-): Promise<ConsumerGroupMember> {
+): Promise<MemberController<C>> {
   checkClientShapes(js);
   const { stream, group, member } = names;
   const port = new NatsMemberPort(js, jsm, kv, driver, stream, group, member, settings);

@@ -126,3 +126,20 @@ export function wrapServerError(err: unknown, what: string, hint = "", code: Err
   const suffix = hint ? `; ${hint}` : "";
   return new ConsumerGroupError(code, `error ${what}: ${detail}${suffix}`, { cause: err, ...(serverCode === undefined ? {} : { serverCode }) });
 }
+
+/**
+ * Whether an error is one a cluster shows while it elects a leader or a node restarts:
+ * a request timeout, no responders, or JetStream temporarily unavailable. Never true for
+ * this library's own verdicts (codes other than `SERVER_ERROR`).
+ */
+export function isTransientServerError(err: unknown): boolean {
+  if (err instanceof ConsumerGroupError && err.code !== "SERVER_ERROR") return false;
+  let current: unknown = err;
+  for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
+    const e = current as { name?: unknown; message?: unknown; cause?: unknown; code?: unknown };
+    const text = `${typeof e.name === "string" ? e.name : ""} ${typeof e.message === "string" ? e.message : typeof current === "string" ? current : ""}`;
+    if (/timeout|jetstream (system )?(temporarily )?not available|no suitable peers|leader/i.test(text)) return true;
+    current = e.cause;
+  }
+  return false;
+}

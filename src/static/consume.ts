@@ -96,6 +96,12 @@ function staticDriver(stream: string, group: string, member: string, template: P
 export async function staticConsume(js: JetStreamClient, options: ConsumeOptions): Promise<ConsumerGroupMember> {
   // The default key is read from the stream's partition transform, known once the stream is looked up.
   const keys: { extract?: SubjectKeyExtractor | undefined } = {};
+  if (options && typeof options === "object" && (options as { autoJoin?: unknown }).autoJoin !== undefined && (options as { autoJoin?: unknown }).autoJoin !== false) {
+    throw new ConsumerGroupError(
+      "STATIC_GROUP",
+      "autoJoin is for elastic groups: a static group's membership is fixed when it is created; use an elastic group (createElastic + elasticConsume with autoJoin), or list the members at createStatic",
+    );
+  }
   const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
   const { stream, group, member } = options;
   const jsm = await managerOf(js);

@@ -13,7 +13,7 @@ const s = JSON.parse(process.argv[2] ?? "{}") as ChildSettings;
 const out = (o: object): void => void process.stdout.write(JSON.stringify(o) + "\n");
 const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 const consume = s.flavour === "static" ? staticConsume : elasticConsume;
-const member = await consume(jetstream(nc), {
+const member = await (consume as typeof elasticConsume)(jetstream(nc), {
   stream: s.stream,
   group: s.group,
   member: s.member,
@@ -22,15 +22,19 @@ const member = await consume(jetstream(nc), {
   ...(s.concurrency ? { concurrency: s.concurrency } : {}),
   ...(s.maxBuffered ? { maxBuffered: s.maxBuffered } : {}),
   ...(s.maxInFlight ? { maxInFlight: s.maxInFlight } : {}),
+  ...(s.autoJoin ? { autoJoin: s.autoJoin } : {}),
   handler: async (msg) => {
     const { key, seq } = msg.json<LoadPayload>();
-    out({ ev: "msg", key, seq, at: performance.timeOrigin + performance.now(), pin: msg.pinId });
+    out({ ev: "msg", key, seq, p: msg.partition, at: performance.timeOrigin + performance.now(), pin: msg.pinId });
     if (s.handlerMs) await new Promise((r) => setTimeout(r, s.handlerMs));
   },
 });
 out({ ev: "ready" });
 void (async () => {
-  for await (const e of member.status()) out({ ev: "status", type: e.type });
+  for await (const e of member.status()) {
+    const detail = e.type === "membership_written" ? { added: e.added, removed: e.removed, revision: e.revision } : e.type === "joined" || e.type === "partitions_changed" ? { partitions: e.partitions } : e.type === "idle" ? { reason: e.reason } : {};
+    out({ ev: "status", type: e.type, at: Date.now(), ...detail });
+  }
 })();
 process.on("SIGTERM", () => void member.stop().then(() => nc.close()).then(() => process.exit(0)));
 const err = await member.closed();

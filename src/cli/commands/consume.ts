@@ -9,7 +9,7 @@
 import { Option, type Command } from "commander";
 import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
-import { elasticConsume, staticConsume, type ConcurrencyMode, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
+import { defaultMemberName, elasticConsume, staticConsume, type AssignmentPolicy, type AutoJoinOptions, type ConcurrencyMode, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
 import { ExitRequest, UsageError } from "../errors.js";
 import { DEFAULT_METRICS_HOST, parseMetricsPort, startMetricsEndpoint, type MetricsEndpoint, type MetricsEndpointOptions } from "../metrics-endpoint.js";
 import type { MessageDoc } from "../model.js";
@@ -53,13 +53,46 @@ export interface ConsumeTarget {
   kind: GroupKind;
   stream: string;
   group: string;
-  member: string;
+  /** The member; may be left out with `autoJoin` (then `HOSTNAME`). */
+  member: string | undefined;
   /** Simulated processing time per message, in ms. */
   sleepMs: number;
   /** Serve Prometheus metrics here while consuming. */
   metrics?: MetricsEndpointOptions;
   /** How handlers run (`--concurrency`, `--max-in-flight`); Go's serial mode when absent. */
   concurrency?: { mode: ConcurrencyMode; maxInFlight: number | undefined };
+  /** Join the group with a lease (`--auto`, elastic only). */
+  autoJoin?: AutoJoinOptions;
+}
+
+/** `--auto`, `--lease-ttl`, `--settle` and `--assignment` of `cg elastic consume`. */
+export function autoJoinOptions(): Option[] {
+  return [
+    new Option("--auto", "join the group by itself: add the member with a lease, leave on Ctrl-C/SIGTERM; members whose lease expires are removed (member name: $HOSTNAME when not given)"),
+    new Option("--lease-ttl <duration>", "with --auto: how long the lease lives without renewal (at least AckWait; default max(10s, AckWait))").argParser(arg((v) => parseDuration(v, "--lease-ttl"))),
+    new Option("--settle <duration>", "with --auto: membership changes this close together are written as one (default 3s)").argParser(arg((v) => parseDuration(v, "--settle"))),
+    new Option("--assignment <policy>", "with --auto: balanced (Go's contiguous blocks) or sticky (member mappings that move as few partitions as possible)").choices(["balanced", "sticky"]),
+  ];
+}
+
+/**
+ * The auto-join a consume command line asks for, if any.
+ *
+ * @throws UsageError for `--lease-ttl`, `--settle` or `--assignment` without `--auto`
+ */
+export function requestedAutoJoin(cmd: Command): AutoJoinOptions | undefined {
+  const opts = cmd.opts<{ auto?: boolean; leaseTtl?: number; settle?: number; assignment?: AssignmentPolicy }>();
+  if (!opts.auto) {
+    for (const [flag, value] of [["--lease-ttl", opts.leaseTtl], ["--settle", opts.settle], ["--assignment", opts.assignment]] as const) {
+      if (value !== undefined) throw new UsageError(`${flag} needs --auto`);
+    }
+    return undefined;
+  }
+  return {
+    ...(opts.leaseTtl !== undefined ? { leaseTtlMs: opts.leaseTtl } : {}),
+    ...(opts.settle !== undefined ? { settleMs: opts.settle } : {}),
+    ...(opts.assignment !== undefined ? { assignment: opts.assignment } : {}),
+  };
 }
 
 /** `--concurrency` and `--max-in-flight` of a consume command. */
@@ -124,9 +157,11 @@ export async function runConsume(session: Session, target: ConsumeTarget): Promi
 }
 
 async function consumeUntilStopped(session: Session, target: ConsumeTarget, endpoint: MetricsEndpoint | undefined): Promise<void> {
-  const { kind, stream, group, member, sleepMs } = target;
+  const { kind, stream, group, sleepMs } = target;
   const out = session.out;
   const js = await session.js();
+  // With --auto and no name, the library's default (HOSTNAME) is the name the output shows.
+  const member = target.member ?? (target.autoJoin ? defaultMemberName() : "");
   const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
     const ts = new Date().toISOString();
     if (sleepMs > 0) await sleep(sleepMs);
@@ -160,7 +195,7 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
     ...(mode.maxInFlight !== undefined ? { maxInFlight: mode.maxInFlight } : {}),
     ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}),
   };
-  const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, options);
+  const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, { ...options, ...(target.autoJoin ? { autoJoin: target.autoJoin } : {}) });
 
   // Subscribe before yielding to the event loop, so no status is missed.
   const status = instance.status();

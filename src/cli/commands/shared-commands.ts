@@ -7,9 +7,10 @@ import { Option } from "commander";
 import type { GroupKind } from "../../index.js";
 import { deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../operations.js";
 import { renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
+import { UsageError } from "../errors.js";
 import { withSession } from "../session.js";
 import { DELETE_WARNING, confirmOrCancel } from "./common.js";
-import { concurrencyOptions, metricsOptions, requestedConcurrency, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { autoJoinOptions, concurrencyOptions, metricsOptions, requestedAutoJoin, requestedConcurrency, requestedMetrics, runConsume, sleepMs } from "./consume.js";
 import { flavourOf, type ArgSpec, type CommandSpec } from "./spec.js";
 
 /** The stream and group a flavour's help examples use. */
@@ -140,14 +141,30 @@ export const consumeCommand: CommandSpec = {
   aliases: ["join"],
   flavours: BOTH,
   description: (kind) => `join ${article(kind)} partitioned consumer group as a member instance (Ctrl-C to stop)`,
-  args: [STREAM, GROUP, MEMBER],
-  examples: (kind) => [`cg ${kind} consume ${where(kind)} m1`, `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`, `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`],
-  options: () => [...metricsOptions(), ...concurrencyOptions()],
+  args: [STREAM, GROUP, { ...MEMBER, description: "member name (elastic with --auto: default $HOSTNAME, the pod name on Kubernetes)", optionalFor: ["elastic"] }],
+  examples: (kind) => [
+    `cg ${kind} consume ${where(kind)} m1`,
+    `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`,
+    `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`,
+    ...(kind === "elastic" ? [`cg elastic consume ${where(kind)} --auto --assignment sticky`] : []),
+  ],
+  options: (kind) => [...metricsOptions(), ...concurrencyOptions(), ...(kind === "elastic" ? autoJoinOptions() : [])],
   run: async ({ kind, args: [stream, group, member], cmd }) => {
     const metrics = requestedMetrics(cmd); // a usage error comes before any connection
     const concurrency = requestedConcurrency(cmd);
+    const autoJoin = requestedAutoJoin(cmd);
+    if (member === undefined && !autoJoin) throw new UsageError("missing the member name: pass <member>, or --auto to join the group with a lease (member name: $HOSTNAME)");
     await withSession(cmd, (s) =>
-      runConsume(s, { kind: flavourOf(kind), stream: stream as string, group: group as string, member: member as string, sleepMs: sleepMs(cmd), concurrency, ...(metrics ? { metrics } : {}) }),
+      runConsume(s, {
+        kind: flavourOf(kind),
+        stream: stream as string,
+        group: group as string,
+        member: member as string | undefined,
+        sleepMs: sleepMs(cmd),
+        concurrency,
+        ...(metrics ? { metrics } : {}),
+        ...(autoJoin ? { autoJoin } : {}),
+      }),
     );
   },
   prompt: { unavailable: (kind) => `run "cg ${kind} consume <stream> <group> <member> [--sleep 20ms]" in another terminal` },

@@ -24,6 +24,14 @@ export interface ArgSpec {
   parse?: (value: string, previous: never) => unknown;
   /** The only values it takes (also what the shell completions offer). */
   choices?: readonly string[];
+  /** The flavours under which it may be left out (`[member]`). */
+  optionalFor?: readonly GroupKind[];
+}
+
+/** An argument's usage word under `kind`: `<name>`, `<name...>` or `[name]`. */
+function argWord(a: ArgSpec, kind: GroupKind | undefined): string {
+  const name = `${a.name}${a.variadic ? "..." : ""}`;
+  return kind !== undefined && a.optionalFor?.includes(kind) ? `[${name}]` : `<${name}>`;
 }
 
 /** One run of a command from the command line. */
@@ -114,8 +122,8 @@ export function perKind<T>(value: PerKind<T>, kind: GroupKind | undefined): T {
 }
 
 /** The usage words of a command's arguments: `<stream> <name> <members...>`. */
-export function argUsage(args: readonly ArgSpec[] | undefined): string {
-  return (args ?? []).map((a) => `<${a.name}${a.variadic ? "..." : ""}>`).join(" ");
+export function argUsage(args: readonly ArgSpec[] | undefined, kind?: GroupKind): string {
+  return (args ?? []).map((a) => argWord(a, kind)).join(" ");
 }
 
 /**
@@ -129,7 +137,7 @@ export function addCommand(parent: Command, spec: CommandSpec, kind: GroupKind |
   const cmd = parent.command(spec.name).description(perKind(spec.description, kind));
   if (spec.aliases && spec.aliases.length > 0) cmd.aliases([...spec.aliases]);
   for (const a of spec.args ?? []) {
-    const argument = new Argument(`<${a.name}${a.variadic ? "..." : ""}>`, a.description);
+    const argument = new Argument(argWord(a, kind), a.description);
     if (a.parse) argument.argParser(a.parse as (value: string, previous: unknown) => unknown);
     if (a.choices) argument.choices(a.choices);
     cmd.addArgument(argument);

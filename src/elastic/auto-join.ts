@@ -1,0 +1,565 @@
+/**
+ * Auto-join: an elastic member instance that adds its member to the group by itself,
+ * keeps a lease alive while it runs, removes members whose last lease expired, and
+ * takes its member out of the group when its last instance stops. Built on the lease
+ * bucket (compare-and-set writes, per-message TTLs) and the config bucket; there is no
+ * coordinator process: every live auto instance reconciles, and compare-and-set makes
+ * the writes of several safe.
+ */
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView, type MembershipPlan } from "../core/auto-membership.js";
+import { ConsumerGroupError } from "../core/errors.js";
+import { assertValidName } from "../core/names.js";
+import type { ElasticConsumerGroupConfig } from "../core/types.js";
+import { ELASTIC, readConfig, updateConfig } from "../nats/config-store.js";
+import type { MemberStatus } from "../nats/member-types.js";
+import { wrapServerError } from "../nats/server-errors.js";
+import { GroupLeaseKeys, isCasConflict, leaseOf, policyOf, watchGroupLeases, writeLease, type LeaseEvent, type LeaseValue } from "./lease-store.js";
+
+/** Auto-join settings of {@link ElasticConsumeOptions.autoJoin}. */
+export interface AutoJoinOptions {
+  /**
+   * How long a lease lives without renewal (ms, whole seconds on the server). When an
+   * instance dies, its member leaves the group this long after its last renewal (plus
+   * `settleMs`). At least the consumer's AckWait and 1 s. Default: max(10 s, AckWait).
+   */
+  leaseTtlMs?: number;
+  /** Changes that arrive within this long of each other are written as one (ms). Default 3,000. */
+  settleMs?: number;
+  /**
+   * `balanced` (default): Go's contiguous blocks over `members`. `sticky`: `member_mappings`
+   * that move as few partitions as possible per change. One policy per group.
+   */
+  assignment?: AssignmentPolicy;
+}
+
+/** Resolved auto-join settings. */
+export interface AutoJoinSettings {
+  leaseTtlMs: number;
+  settleMs: number;
+  assignment: AssignmentPolicy;
+}
+
+const DEFAULT_LEASE_TTL_MS = 10_000;
+const DEFAULT_SETTLE_MS = 3000;
+/** How long a burst of changes may postpone a reconcile, in settle periods. */
+const MAX_SETTLE_PERIODS = 3;
+/** How soon a failed renewal is tried again. */
+const RENEW_RETRY_MS = 500;
+/** How soon a failed lease watch is opened again. */
+const WATCH_RETRY_MS = 1000;
+
+/**
+ * Checks the `autoJoin` option against the consumer's AckWait.
+ *
+ * @returns undefined when auto-join is off
+ * @throws ConsumerGroupError `INVALID_ARGUMENT`
+ */
+export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSettings | undefined {
+  if (option === undefined || option === false) return undefined;
+  if (option !== true && (typeof option !== "object" || option === null || Array.isArray(option))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin must be true or an object { leaseTtlMs, settleMs, assignment }, got ${JSON.stringify(option)}`);
+  }
+  const given = option === true ? {} : (option as AutoJoinOptions);
+  const leaseTtlMs = given.leaseTtlMs ?? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs);
+  if (!Number.isFinite(leaseTtlMs) || leaseTtlMs < 1000) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.leaseTtlMs must be at least 1,000 ms (the server's TTLs are whole seconds), got ${String(given.leaseTtlMs)}`);
+  }
+  if (leaseTtlMs < ackWaitMs) {
+    throw new ConsumerGroupError(
+      "INVALID_ARGUMENT",
+      `autoJoin.leaseTtlMs (${leaseTtlMs} ms) is below the consumer's AckWait (${ackWaitMs} ms): a member would leave the group while a message it holds is not yet due for redelivery, and its old consumer would still block the new owner; use a lease TTL of at least AckWait`,
+    );
+  }
+  const settleMs = given.settleMs ?? DEFAULT_SETTLE_MS;
+  if (!Number.isFinite(settleMs) || settleMs < 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a non-negative number of ms, got ${String(given.settleMs)}`);
+  const assignment = given.assignment ?? "balanced";
+  if (assignment !== "balanced" && assignment !== "sticky") {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${JSON.stringify(given.assignment)}`);
+  }
+  return { leaseTtlMs, settleMs, assignment };
+}
+
+/**
+ * The member name an auto instance uses when none is given: `HOSTNAME` (the pod name on
+ * Kubernetes), else the host name.
+ *
+ * @throws ConsumerGroupError `INVALID_NAME` when it is not a valid member name
+ */
+export function defaultMemberName(env: NodeJS.ProcessEnv = process.env): string {
+  const name = env["HOSTNAME"] || hostname();
+  try {
+    assertValidName("member", name);
+  } catch (err) {
+    throw new ConsumerGroupError("INVALID_NAME", `the default member name "${name}" (from HOSTNAME or the host name) is not a valid member name: pass member explicitly`, { cause: err });
+  }
+  return name;
+}
+
+/** What the auto layer needs from the member it runs beside. */
+export interface AutoMemberHooks {
+  /** Publishes a status event on the member's status channel. */
+  publish(event: MemberStatus): void;
+  /** Reports an error as a `consumer_error` event and to onError. */
+  reportError(error: ConsumerGroupError, retryInMs: number): void;
+}
+
+/**
+ * One auto instance's lease, view of the group's leases, and reconciler.
+ */
+export class AutoMembership {
+  readonly instance = randomBytes(6).toString("hex");
+  private readonly keys: GroupLeaseKeys;
+  /** Live leases per member: instance → lease. */
+  private readonly leases = new Map<string, Map<string, LeaseValue>>();
+  private readonly registered = new Set<string>();
+  private policy: AssignmentPolicy | undefined;
+  private revision = 0;
+  /** Since when this instance's renewals have gone through without a failure (performance.now()). */
+  private healthySince = Number.POSITIVE_INFINITY;
+  /** performance.now() until which this instance's lease is surely alive on the server. */
+  private validUntil = 0;
+  private lost = false;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private reconcileTimer: NodeJS.Timeout | undefined;
+  private periodicTimer: NodeJS.Timeout | undefined;
+  private firstPending: number | undefined;
+  private watch: { stop(): void } | undefined;
+  /** The view holds the watch's first values (until then nothing is written from it). */
+  private caughtUp = false;
+  /** The renewal in progress, if any. */
+  private renewing: Promise<void> = Promise.resolve();
+  private closed = false;
+  private leaving = false;
+  private reconciling: Promise<void> = Promise.resolve();
+  private hooks: AutoMemberHooks | undefined;
+  private readonly started = new Date().toISOString();
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly leaseKv: KV,
+    private readonly configKv: KV,
+    private readonly stream: string,
+    private readonly group: string,
+    readonly member: string,
+    readonly settings: AutoJoinSettings,
+    private readonly ensureBucket: () => Promise<unknown>,
+  ) {
+    this.keys = new GroupLeaseKeys(stream, group);
+  }
+
+  /** Whether handlers may start: this instance's lease is surely alive. */
+  leaseValid(): boolean {
+    return !this.lost && performance.now() < this.validUntil;
+  }
+
+  /**
+   * Checks the member name and the policy, registers the member, writes the first lease
+   * and starts following the group's leases. The member joins the config after `settleMs`.
+   *
+   * @throws ConsumerGroupError `MEMBER_NOT_AUTO`, `AUTO_POLICY_CONFLICT`, `ASSIGNMENT_CONFLICT`, `SERVER_ERROR`
+   */
+  async start(config: ElasticConsumerGroupConfig): Promise<void> {
+    const registration = await this.get(this.keys.registration(this.member));
+    if (listedMembers(config).includes(this.member) && registration?.operation !== "PUT") {
+      throw new ConsumerGroupError(
+        "MEMBER_NOT_AUTO",
+        `member "${this.member}" of ${this.stream}.${this.group} was added by hand (or by Go, or the CLI), not by auto-join: auto instances never change such members; run it without autoJoin, or give the auto instances another member name`,
+      );
+    }
+    await this.ensurePolicy();
+    // The plan must be possible with this config (manual members in the other mode make it impossible).
+    planMembership(config, { registered: new Set([this.member]), live: new Set([this.member]) }, this.settings.assignment);
+    await this.register();
+    await this.acquire();
+    void this.follow(await this.openWatch());
+    this.scheduleRenew();
+    this.periodicTimer = setInterval(() => this.scheduleReconcile(0), Math.max(this.settings.leaseTtlMs, 5000));
+    this.periodicTimer.unref();
+  }
+
+  /** Connects the status hooks of the member instance (set once the instance exists). */
+  attach(hooks: AutoMemberHooks): void {
+    this.hooks = hooks;
+  }
+
+  private async get(key: string): Promise<Awaited<ReturnType<KV["get"]>>> {
+    try {
+      return await this.leaseKv.get(key);
+    } catch (err) {
+      throw wrapServerError(err, `reading "${key}" in the lease bucket`);
+    }
+  }
+
+  private async ensurePolicy(): Promise<void> {
+    const key = this.keys.policy;
+    const wanted = this.settings.assignment;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const entry = await this.get(key);
+      const stored = entry ? policyOf(entry) : undefined;
+      if (stored === wanted) return void (this.policy = wanted);
+      if (stored !== undefined) {
+        throw new ConsumerGroupError(
+          "AUTO_POLICY_CONFLICT",
+          `the auto members of ${this.stream}.${this.group} use assignment "${stored}", this instance asks for "${wanted}": start it with assignment "${stored}", or stop every auto instance of the group first (the policy is forgotten when the last one leaves)`,
+        );
+      }
+      try {
+        await this.leaseKv.create(key, JSON.stringify({ assignment: wanted }));
+        this.policy = wanted;
+        return;
+      } catch (err) {
+        if (!isCasConflict(err)) throw wrapServerError(err, `writing the auto-join policy of ${this.stream}.${this.group}`);
+      }
+    }
+  }
+
+  private async register(): Promise<void> {
+    try {
+      await this.leaseKv.create(this.keys.registration(this.member), JSON.stringify({ member: this.member, since: new Date().toISOString() }));
+    } catch (err) {
+      if (!isCasConflict(err)) throw wrapServerError(err, `registering member "${this.member}" as an auto member`);
+    }
+  }
+
+  private leaseValue(): LeaseValue {
+    return { member: this.member, instance: this.instance, host: hostname(), pid: process.pid, started: this.started, ...(this.leaving ? { leaving: true } : {}) };
+  }
+
+  /** Writes a new lease (after a start, or after one was lost). */
+  private async acquire(): Promise<void> {
+    const key = this.keys.lease(this.member, this.instance);
+    const existing = await this.get(key);
+    // The key names this instance alone: whatever is there (a marker, or our own write whose answer was lost) is replaced.
+    const previous = existing ? existing.revision : 0;
+    const sent = performance.now();
+    try {
+      this.revision = await writeLease(this.js, key, this.leaseValue(), this.settings.leaseTtlMs, previous);
+    } catch (err) {
+      throw wrapServerError(err, `writing the lease of member "${this.member}"`);
+    }
+    this.validUntil = sent + this.settings.leaseTtlMs;
+    this.lost = false;
+    this.healthySince = Math.min(this.healthySince, sent);
+  }
+
+  private scheduleRenew(delayMs = this.settings.leaseTtlMs / 3): void {
+    if (this.closed) return;
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => {
+      this.renewing = this.renew();
+    }, delayMs);
+    this.renewTimer.unref();
+  }
+
+  /** Renews the lease by compare-and-set; a conflict means it expired (or the bucket was replaced): fenced until a new one is written. */
+  private async renew(): Promise<void> {
+    if (this.closed) return;
+    const key = this.keys.lease(this.member, this.instance);
+    const sent = performance.now();
+    try {
+      if (this.lost) {
+        // The bucket may be gone (deleted, or lost with its stream): made again as on a first start.
+        await this.ensureBucket();
+        await this.register();
+        await this.acquire();
+        this.hooks?.publish({ type: "lease_restored" });
+        this.scheduleReconcile(this.settings.settleMs);
+      } else {
+        this.revision = await writeLease(this.js, key, this.leaseValue(), this.settings.leaseTtlMs, this.revision);
+        this.validUntil = sent + this.settings.leaseTtlMs;
+        this.healthySince = Math.min(this.healthySince, sent);
+      }
+      this.scheduleRenew();
+    } catch (err) {
+      this.healthySince = Number.POSITIVE_INFINITY;
+      if (!this.lost && isCasConflict(err)) {
+        this.lost = true;
+        const error = new ConsumerGroupError(
+          "LEASE_LOST",
+          `the lease of member "${this.member}" (instance ${this.instance}) expired before it was renewed (the process stalled, or lost the server for longer than the lease TTL of ${this.settings.leaseTtlMs} ms): the group may have removed the member; nothing starts here until a new lease is written`,
+          { cause: err },
+        );
+        this.hooks?.publish({ type: "lease_lost", error });
+        this.scheduleRenew(0);
+        return;
+      }
+      const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `renewing the lease of member "${this.member}"`);
+      if (!this.leaseValid() && !this.lost) {
+        this.lost = true;
+        this.hooks?.publish({ type: "lease_lost", error });
+      }
+      this.hooks?.reportError(error, RENEW_RETRY_MS);
+      this.scheduleRenew(RENEW_RETRY_MS);
+    }
+  }
+
+  /** Applies the watch's events; a watch that fails or ends (the bucket was replaced) is opened again and the view rebuilt. */
+  private async follow(first: AsyncIterable<LeaseEvent>): Promise<void> {
+    let events = first;
+    while (!this.closed) {
+      try {
+        for await (const event of events) {
+          if (this.closed) return;
+          this.apply(event);
+        }
+      } catch {
+        // the watch failed: opened again below
+      }
+      if (this.closed) return;
+      this.caughtUp = false;
+      await new Promise((r) => setTimeout(r, WATCH_RETRY_MS));
+      if (this.closed) return;
+      try {
+        events = await this.openWatch();
+      } catch (err) {
+        this.hooks?.reportError(wrapServerError(err, `watching the leases of ${this.stream}.${this.group}`), WATCH_RETRY_MS);
+        events = (async function* () {})();
+      }
+    }
+  }
+
+  /** Opens a watch of the group's keys, with an empty view that fills from its first values. */
+  private async openWatch(): Promise<AsyncIterable<LeaseEvent>> {
+    this.watch?.stop();
+    this.leases.clear();
+    this.registered.clear();
+    this.caughtUp = false;
+    const watch = await watchGroupLeases(this.leaseKv, this.keys);
+    this.watch = watch;
+    if (watch.empty) this.caughtUp = true;
+    return watch.events;
+  }
+
+  private apply(event: LeaseEvent): void {
+    if (event.kind === "caught_up") {
+      this.caughtUp = true;
+      return this.scheduleReconcile(this.settings.settleMs);
+    }
+    if (event.kind === "policy") {
+      this.policy = event.policy;
+      return;
+    }
+    const before = this.signature();
+    if (event.kind === "registration") {
+      if (event.present) this.registered.add(event.member);
+      else this.registered.delete(event.member);
+      // Our own registration removed under us (a reconciler that saw no lease): write it again.
+      if (!event.present && event.member === this.member && !this.closed && !this.leaving) void this.register().catch(() => undefined);
+    } else {
+      let instances = this.leases.get(event.member);
+      if (event.value) {
+        if (!instances) this.leases.set(event.member, (instances = new Map<string, LeaseValue>()));
+        instances.set(event.instance, event.value);
+      } else {
+        instances?.delete(event.instance);
+        if (instances?.size === 0) this.leases.delete(event.member);
+      }
+    }
+    // A renewal changes nothing: only a member joining, leaving or expiring starts (or extends) a settle period.
+    if (this.signature() !== before) this.scheduleReconcile(this.settings.settleMs);
+  }
+
+  /** The auto membership the view calls for, as a string to compare. */
+  private signature(): string {
+    const view = this.view();
+    return JSON.stringify([[...view.registered].sort(), [...view.live].sort(), [...(view.leaving ?? [])].sort()]);
+  }
+
+  /** The view of the group's auto members now. */
+  view(): AutoView {
+    const live = new Set<string>();
+    const leaving = new Set<string>();
+    for (const [member, instances] of this.leases) {
+      if ([...instances.values()].some((l) => !l.leaving)) live.add(member);
+      else leaving.add(member);
+    }
+    if (!this.leaving) live.add(this.member);
+    return { registered: new Set(this.registered), live, leaving };
+  }
+
+  /** Other live instances of this instance's member. */
+  otherInstances(): number {
+    return [...(this.leases.get(this.member)?.entries() ?? [])].filter(([id, l]) => id !== this.instance && !l.leaving).length;
+  }
+
+  private scheduleReconcile(delayMs: number): void {
+    if (this.closed || this.leaving) return;
+    const now = performance.now();
+    this.firstPending ??= now;
+    const latest = this.firstPending + MAX_SETTLE_PERIODS * Math.max(this.settings.settleMs, 1);
+    const at = Math.min(now + delayMs, latest);
+    clearTimeout(this.reconcileTimer);
+    this.reconcileTimer = setTimeout(() => {
+      this.firstPending = undefined;
+      this.reconciling = this.reconciling.then(() => this.reconcile());
+    }, Math.max(0, at - now));
+    this.reconcileTimer.unref();
+  }
+
+  /** Writes the membership the leases call for, if it differs from the stored one. */
+  private async reconcile(): Promise<void> {
+    // A view still filling from a new watch would see live members as gone.
+    if (this.closed || this.leaving || !this.leaseValid() || !this.caughtUp) return;
+    if (this.policy !== undefined && this.policy !== this.settings.assignment) {
+      this.hooks?.reportError(new ConsumerGroupError("AUTO_POLICY_CONFLICT", `the group's auto-join policy is now "${this.policy}", this instance uses "${this.settings.assignment}": it stops writing the membership`), 0);
+      return;
+    }
+    try {
+      const view = await this.checkedView();
+      const plan = await this.write((config) => planMembership(config, view, this.settings.assignment));
+      if (plan && this.hooks) {
+        if (plan.idle.includes(this.member)) this.hooks.publish({ type: "idle", reason: `more auto members than partitions (${plan.config.max_members}): member "${this.member}" waits for a partition to become free` });
+      }
+      await this.forgetDeparted(view);
+    } catch (err) {
+      const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `writing the membership of ${this.stream}.${this.group}`);
+      this.hooks?.reportError(error, this.settings.settleMs);
+      this.scheduleReconcile(this.settings.settleMs);
+    }
+  }
+
+  /**
+   * The view, with every member it would remove checked against the bucket itself (a
+   * watch that fell behind must not remove a live member). Until this instance's own
+   * renewals have gone through for a whole lease TTL, members without a lease are kept:
+   * while the bucket was unavailable (a cluster electing its leader) nobody could renew,
+   * and leases that expired then say nothing about their instances.
+   */
+  private async checkedView(): Promise<AutoView> {
+    const view = this.view();
+    const gone = [...view.registered].filter((m) => !view.live.has(m) && !view.leaving?.has(m));
+    if (gone.length === 0) return view;
+    const live = new Set(view.live);
+    const healthyFor = performance.now() - this.healthySince;
+    for (const member of gone) {
+      if (healthyFor < this.settings.leaseTtlMs || (await this.hasLease(member))) live.add(member);
+    }
+    if (healthyFor < this.settings.leaseTtlMs) this.scheduleReconcile(this.settings.leaseTtlMs - healthyFor + 100);
+    return { ...view, live };
+  }
+
+  /** Whether the bucket holds a live lease of `member` now (listed keys include expired leases' markers: each is read). */
+  private async hasLease(member: string): Promise<boolean> {
+    try {
+      const keys: string[] = [];
+      for await (const key of await this.leaseKv.keys(this.keys.memberLeases(member))) keys.push(key);
+      for (const key of keys) {
+        const entry = await this.leaseKv.get(key);
+        if (entry && leaseOf(entry)) return true;
+      }
+      return false;
+    } catch (err) {
+      throw wrapServerError(err, `listing the leases of member "${member}"`);
+    }
+  }
+
+  /**
+   * Compare-and-set of the config through `plan`.
+   *
+   * @returns the plan written (or the plan for the current config when nothing changed)
+   */
+  private async write(plan: (config: ElasticConsumerGroupConfig) => MembershipPlan): Promise<MembershipPlan | undefined> {
+    let last: MembershipPlan | undefined;
+    const stored = await updateConfig(this.configKv, ELASTIC, this.stream, this.group, (config) => {
+      last = plan(config);
+      return last.config;
+    });
+    if (last && last.config === stored.config && (last.added.length > 0 || last.removed.length > 0)) {
+      this.hooks?.publish({ type: "membership_written", revision: stored.revision, added: last.added, removed: last.removed });
+    }
+    return last;
+  }
+
+  /** Registrations of auto members that have no lease and are no longer listed are deleted. */
+  private async forgetDeparted(view: AutoView): Promise<void> {
+    const current = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
+    const listed = listedMembers(current.config);
+    for (const member of view.registered) {
+      if (view.live.has(member) || view.leaving?.has(member) || listed.includes(member)) continue;
+      const entry = await this.get(this.keys.registration(member));
+      if (!entry || entry.operation !== "PUT") continue;
+      try {
+        await this.leaseKv.delete(this.keys.registration(member), { previousSeq: entry.revision });
+      } catch (err) {
+        if (!isCasConflict(err)) throw err;
+      }
+    }
+  }
+
+  /**
+   * A graceful leave: when this is the member's last instance, marks the lease as
+   * leaving and takes the member out of the config (its partitions move by the
+   * handoff); `released` waits for this instance to hand its partitions over.
+   *
+   * @returns whether the member was taken out of the group
+   */
+  async leave(released: () => Promise<void>): Promise<boolean> {
+    this.leaving = true;
+    clearTimeout(this.reconcileTimer);
+    await this.reconciling;
+    if (this.otherInstances() > 0 || this.closed || this.lost) return false;
+    try {
+      // No renewal may race the leaving mark (both compare-and-set on the same revision).
+      clearTimeout(this.renewTimer);
+      await this.renewing;
+      const sent = performance.now();
+      this.revision = await writeLease(this.js, this.keys.lease(this.member, this.instance), this.leaseValue(), this.settings.leaseTtlMs, this.revision);
+      this.validUntil = sent + this.settings.leaseTtlMs;
+      this.scheduleRenew();
+      const view = this.view();
+      const stored = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
+      if (!listedMembers(stored.config).includes(this.member) || !isAutoMember(view, this.member)) return false;
+      const plan = await this.write((config) => planLeave(config, view, this.settings.assignment, this.member));
+      if (!plan || listedMembers(plan.config).includes(this.member)) {
+        this.hooks?.reportError(
+          new ConsumerGroupError(
+            "ASSIGNMENT_CONFLICT",
+            `member "${this.member}" stays in ${this.stream}.${this.group}: it is the last auto member and the members mapped by hand do not cover every partition; its partitions wait for the next auto instance`,
+          ),
+          0,
+        );
+        return false;
+      }
+      await released();
+      return true;
+    } catch (err) {
+      this.hooks?.reportError(err instanceof ConsumerGroupError ? err : wrapServerError(err, `taking member "${this.member}" out of the group`), 0);
+      return false;
+    }
+  }
+
+  /**
+   * Stops renewing and deletes this instance's lease. The group's last auto instance
+   * also deletes its member's registration (when the member is no longer listed) and
+   * the group's policy; otherwise registrations are left to the other instances'
+   * reconcilers, which delete one only when its member is neither listed nor leased, so
+   * a reconciler acting on an older view can never turn a member into a manual one.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.reconcileTimer);
+    clearInterval(this.periodicTimer);
+    this.watch?.stop();
+    const others = [...this.leases.entries()].some(([member, instances]) => [...instances.keys()].some((id) => member !== this.member || id !== this.instance));
+    try {
+      await this.leaseKv.delete(this.keys.lease(this.member, this.instance));
+      if (others) return;
+      const listed = listedMembers((await readConfig(this.configKv, ELASTIC, this.stream, this.group)).config);
+      if (!listed.includes(this.member)) await this.leaseKv.delete(this.keys.registration(this.member));
+      if (listed.some((m) => this.registered.has(m))) return;
+      // The group's last auto member: forget the policy, so a new fleet may choose another.
+      const policy = await this.leaseKv.get(this.keys.policy);
+      if (policy?.operation === "PUT") await this.leaseKv.delete(this.keys.policy, { previousSeq: policy.revision });
+    } catch (err) {
+      // The lease expires by itself; a registration left behind is removed by the next reconcile.
+      if (!isCasConflict(err) && !(err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND")) this.hooks?.reportError(wrapServerError(err, `removing the lease of member "${this.member}"`), 0);
+    }
+  }
+
+}

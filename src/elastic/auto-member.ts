@@ -1,0 +1,87 @@
+/**
+ * The handle of an auto-joined member instance: the member's own handle, with a stop
+ * that first takes the member out of the group when this is its last instance.
+ */
+import type { ElasticConsumerGroupConfig } from "../core/types.js";
+import type { MemberController } from "../nats/member-controller.js";
+import type { ConsumerGroupMember, MemberStatus } from "../nats/member-types.js";
+import type { AutoMembership } from "./auto-join.js";
+
+/** How often a leaving instance looks whether it has handed its partitions over. */
+const RELEASE_POLL_MS = 50;
+/** How long a leaving instance waits for the handoff beyond its drain timeout. */
+const RELEASE_GRACE_MS = 5000;
+
+/** A member instance that joined its group by itself (see `elasticConsume`'s `autoJoin`). */
+export class AutoJoinedMember implements ConsumerGroupMember {
+  private stopping: Promise<void> | undefined;
+
+  constructor(
+    private readonly inner: MemberController<ElasticConsumerGroupConfig>,
+    private readonly membership: AutoMembership,
+    private readonly drainTimeoutMs: number,
+  ) {
+    // Stopped by itself (the group deleted, say): its lease goes, its membership is left to the others.
+    void inner.closed().then(() => this.membership.close());
+  }
+
+  get stream(): string {
+    return this.inner.stream;
+  }
+
+  get group(): string {
+    return this.inner.group;
+  }
+
+  get member(): string {
+    return this.inner.member;
+  }
+
+  /** This instance's auto-join instance id (it names its lease). */
+  get instance(): string {
+    return this.membership.instance;
+  }
+
+  partitions(): number[] {
+    return this.inner.partitions();
+  }
+
+  status(): AsyncIterable<MemberStatus> {
+    return this.inner.status();
+  }
+
+  closed(): Promise<Error | undefined> {
+    return this.inner.closed();
+  }
+
+  /**
+   * Stops the instance. The member's last instance first takes the member out of the
+   * group and hands its partitions over (handlers finish and are acked, the rest goes
+   * back to the stream for the new owners); other instances stop as standbys do.
+   * Idempotent.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.leaveAndStop();
+    return this.stopping;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  private async leaveAndStop(): Promise<void> {
+    await this.membership.leave(() => this.released());
+    await this.membership.close();
+    await this.inner.stop();
+  }
+
+  /** Resolves once the instance owns no partitions and has released its consumer (or stopped), or after the drain timeout and a grace period. */
+  private async released(): Promise<void> {
+    const deadline = performance.now() + this.drainTimeoutMs + RELEASE_GRACE_MS;
+    while (performance.now() < deadline) {
+      const state = this.inner.currentState.name;
+      if (state === "stopped" || (state === "idle" && this.inner.partitions().length === 0)) return;
+      await new Promise((r) => setTimeout(r, RELEASE_POLL_MS));
+    }
+  }
+}
