@@ -9,7 +9,8 @@ import { deleteGroup, groupInfo, listGroups, memberInfo, stepDown } from "../ope
 import { renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderStepDown } from "../render.js";
 import { withSession } from "../session.js";
 import { DELETE_WARNING, confirmOrCancel } from "./common.js";
-import { concurrencyOptions, metricsOptions, requestedConcurrency, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { concurrencyOptions, metricsOptions, requestedConcurrency, requestedLagPolicy, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { lagPolicyOptions } from "./lag-policy.js";
 import { flavourOf, type ArgSpec, type CommandSpec } from "./spec.js";
 
 /** The stream and group a flavour's help examples use. */
@@ -141,13 +142,28 @@ export const consumeCommand: CommandSpec = {
   flavours: BOTH,
   description: (kind) => `join ${article(kind)} partitioned consumer group as a member instance (Ctrl-C to stop)`,
   args: [STREAM, GROUP, MEMBER],
-  examples: (kind) => [`cg ${kind} consume ${where(kind)} m1`, `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`, `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`],
-  options: () => [...metricsOptions(), ...concurrencyOptions()],
+  examples: (kind) => [
+    `cg ${kind} consume ${where(kind)} m1`,
+    `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`,
+    `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`,
+    ...(kind === "elastic" ? [`cg elastic consume ${where(kind)} m1 --metrics-port 9464 --target-drain 30s   # with the group's lag at /lag`] : []),
+  ],
+  options: (kind) => [...metricsOptions(kind), ...concurrencyOptions(), ...(kind === "elastic" ? lagPolicyOptions("with --metrics-port, recommend (on /metrics and /lag)") : [])],
   run: async ({ kind, args: [stream, group, member], cmd }) => {
     const metrics = requestedMetrics(cmd); // a usage error comes before any connection
     const concurrency = requestedConcurrency(cmd);
+    const lag = kind === "elastic" ? requestedLagPolicy(cmd, metrics !== undefined) : undefined;
     await withSession(cmd, (s) =>
-      runConsume(s, { kind: flavourOf(kind), stream: stream as string, group: group as string, member: member as string, sleepMs: sleepMs(cmd), concurrency, ...(metrics ? { metrics } : {}) }),
+      runConsume(s, {
+        kind: flavourOf(kind),
+        stream: stream as string,
+        group: group as string,
+        member: member as string,
+        sleepMs: sleepMs(cmd),
+        concurrency,
+        ...(metrics ? { metrics } : {}),
+        ...(lag && metrics ? { lag } : {}),
+      }),
     );
   },
   prompt: { unavailable: (kind) => `run "cg ${kind} consume <stream> <group> <member> [--sleep 20ms]" in another terminal` },
