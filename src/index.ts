@@ -107,3 +107,7 @@ export { describeGroup } from "./observe/describe.js";
 export type { DescribeOptions, GroupDescription, MemberDescription, PartitionDescription } from "./observe/describe.js";
 export { healthFindings } from "./observe/health.js";
 export type { HealthFinding, HealthInput } from "./observe/health.js";
+export { DEFAULT_LAG_SAMPLE_MS, DEFAULT_TARGET_DRAIN_MS, MAX_LAG_SAMPLE_MS, SOURCE_ACTIVE_WITHIN_MS, groupLag } from "./observe/lag.js";
+export type { DrainRate, GroupLag, GroupLagOptions, LagNote, MemberLag, PartitionLag, RateSource, SourceState } from "./observe/lag.js";
+export { measureDrain, measuredRatePerMember, recommendMembers } from "./core/scaling.js";
+export type { DrainMeasurement, QueueSample, Recommendation, RecommendationBasis, RecommendationInput } from "./core/scaling.js";

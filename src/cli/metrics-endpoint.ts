@@ -8,7 +8,7 @@
  * should not install them): they are loaded here, on demand, and their absence is
  * a {@link CliError} `METRICS_DEPENDENCY_MISSING` that says what to install.
  */
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { MeterProvider } from "@opentelemetry/api";
 import { MetricNames } from "../index.js";
@@ -26,6 +26,9 @@ export interface MetricsEndpointOptions {
   port: number;
 }
 
+/** A JSON route of the endpoint: answers GET with a status and a body to serialise. */
+export type JsonRoute = () => Promise<{ status: number; body: unknown }>;
+
 /** A serving endpoint. */
 export interface MetricsEndpoint {
   /** The provider to pass to the consume call as `meterProvider`. */
@@ -34,6 +37,8 @@ export interface MetricsEndpoint {
   url: string;
   host: string;
   port: number;
+  /** Serves `route` as JSON at `path` from now on (e.g. `/lag`). */
+  addRoute(path: string, route: JsonRoute): void;
   /** Stops serving and shuts the provider down. Idempotent. */
   close(): Promise<void>;
 }
@@ -109,14 +114,26 @@ export async function startMetricsEndpoint(options: MetricsEndpointOptions): Pro
   const { sdk, exporter: prometheus } = await loadMetricsSdk();
   const exporter = new prometheus.PrometheusExporter({ preventServerStart: true });
   const provider = new sdk.MeterProvider({ readers: [exporter], views: secondsViews() });
+  const routes = new Map<string, JsonRoute>();
+  const text = (res: ServerResponse, status: number, body: string): void => {
+    res.writeHead(status, { "content-type": "text/plain; charset=utf-8" }).end(body);
+  };
+  const serveJson = async (route: JsonRoute, res: ServerResponse): Promise<void> => {
+    const { status, body } = await route();
+    res.writeHead(status, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" }).end(`${JSON.stringify(body, null, 2)}\n`);
+  };
   const server = createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const route = routes.get(path);
+    const paths = [METRICS_PATH, ...routes.keys()].join(", ");
     if (path === METRICS_PATH && (req.method === "GET" || req.method === "HEAD")) {
       exporter.getMetricsRequestHandler(req, res);
+    } else if (route && req.method === "GET") {
+      serveJson(route, res).catch((err: unknown) => text(res, 500, `error: ${err instanceof Error ? err.message : String(err)}\n`));
     } else if (path === "/") {
-      res.writeHead(200, { "content-type": "text/plain; charset=utf-8" }).end(`cg consume: Prometheus metrics at ${METRICS_PATH}\n`);
+      text(res, 200, `cg consume: Prometheus metrics at ${METRICS_PATH}${routes.size > 0 ? `; JSON at ${[...routes.keys()].join(", ")}` : ""}\n`);
     } else {
-      res.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end(`not found: metrics are at ${METRICS_PATH}\n`);
+      text(res, 404, `not found: this endpoint serves ${paths}\n`);
     }
   });
   let address: AddressInfo;
@@ -136,6 +153,9 @@ export async function startMetricsEndpoint(options: MetricsEndpointOptions): Pro
     url: `http://${host}:${address.port}${METRICS_PATH}`,
     host: address.address,
     port: address.port,
+    addRoute(path, route) {
+      routes.set(path, route);
+    },
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => {

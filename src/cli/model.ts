@@ -213,3 +213,55 @@ export interface TopRatesDoc {
 export interface TopFrameDoc extends DescribeDoc {
   rates: TopRatesDoc;
 }
+
+/** The rate behind a lag document's recommendation (null: not known). */
+export interface LagRateDoc {
+  /** `given` (--rate-per-member), `measured` (over the sample window) or `none`. */
+  source: "given" | "measured" | "none";
+  /** Messages per second per member used for the recommendation. */
+  per_member: number | null;
+  /** The measured rate per member: drained per second / active members. */
+  measured_per_member: number | null;
+  /** Messages acknowledged per second by all members over the window. */
+  drained_per_sec: number | null;
+  /** Messages sourced into the work queue per second over the window. */
+  inflow_per_sec: number | null;
+  /** The window the rates were measured over. */
+  window_ms: number | null;
+  /** Members consuming at the end of the window. */
+  active_members: number;
+}
+
+/** `elastic lag`, and the `/lag` route of `consume --metrics-port`. */
+export interface LagDoc {
+  stream: string;
+  group: string;
+  /** The work-queue stream, `<stream>-<group>`. */
+  work_queue: string;
+  /** The most members the group can use. */
+  partition_count: number;
+  /** Members in the membership now. */
+  member_count: number;
+  /** Messages in the work queue not yet acknowledged, all partitions. */
+  pending: number;
+  /** Messages of the source stream not yet in the work queue. */
+  source_lag: number;
+  /** pending + source_lag: what the members have to work through. */
+  backlog: number;
+  /** The member count that drains the backlog within target_drain_ms, capped at partition_count. */
+  recommended_members: number;
+  /** The same before the cap. */
+  needed_members: number;
+  /** Whether the partition count capped the recommendation. */
+  capped: boolean;
+  /** `rate` (from the rate), `hold` (no rate: the current count, at least 1) or `idle` (nothing waiting). */
+  basis: "rate" | "hold" | "idle";
+  target_drain_ms: number;
+  rate: LagRateDoc;
+  /** The work queue's source; null when it has none. */
+  source: { stream: string; lag: number; active: boolean; last_active_ms: number | null; error: string | null } | null;
+  members: { member: string; partitions: number[]; pending: number; active: boolean; over_cap: boolean }[];
+  partitions: { partition: number; owner: string | null; pending: number }[];
+  notes: { code: string; message: string }[];
+  at: string;
+}

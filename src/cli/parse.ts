@@ -39,6 +39,18 @@ function parseInteger(value: string, name: string): number {
 }
 
 /**
+ * A positive number, fractions allowed, e.g. `--rate-per-member 12.5`.
+ *
+ * @throws UsageError when `value` is not a finite number > 0
+ */
+export function parsePositiveNumber(value: string, name: string): number {
+  const text = value.trim();
+  const n = /^\+?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i.test(text) ? Number(text) : NaN;
+  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${name} must be a number > 0, got "${value}"`);
+  return n;
+}
+
+/**
  * A comma-separated list of partition numbers; ranges such as `0-3` are allowed.
  *
  * @example parsePartitionList("0,1,4-6") // [0, 1, 4, 5, 6]

@@ -3,7 +3,7 @@
  * with `--json`. Texts follow Go's `cg` where they exist.
  */
 import type { MemberMapping, MemberStatus } from "../index.js";
-import type { CreatedDoc, DeletedDoc, GroupListDoc, InfoDoc, MappingsDoc, MemberEventDoc, MemberInfoDoc, MembersDoc, MessageDoc, PartitionRow, PubDoc, StepDownDoc } from "./model.js";
+import type { CreatedDoc, DeletedDoc, GroupListDoc, InfoDoc, LagDoc, MappingsDoc, MemberEventDoc, MemberInfoDoc, MembersDoc, MessageDoc, PartitionRow, PubDoc, StepDownDoc } from "./model.js";
 import type { Styler } from "./output.js";
 import { formatDuration } from "./parse.js";
 
@@ -214,7 +214,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
   const words = (key: "added" | "removed"): string[] => ((doc[key] as string[] | undefined) ?? []).map((m) => `${key} ${m}`);
   switch (doc.event) {
     case "started":
-      return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))}${typeof doc["metrics_url"] === "string" ? `, metrics at ${doc["metrics_url"]}` : ""} (Ctrl-C to stop)`;
+      return `${head} ${s.cyan("consuming")} from ${String(doc["kind"])} group ${String(doc["group"])} on stream ${String(doc["stream"])}, partitions ${nums("partitions")}, processing time ${formatDuration(Number(doc["sleep_ms"]))}${typeof doc["metrics_url"] === "string" ? `, metrics at ${doc["metrics_url"]}` : ""}${typeof doc["lag_url"] === "string" ? `, lag at ${doc["lag_url"]}` : ""} (Ctrl-C to stop)`;
     case "joined":
       return `${head} joined, partitions ${nums("partitions")}`;
     case "idle":
@@ -276,4 +276,55 @@ export function renderProgress(done: number, total: number, rate: number, barWid
   const fraction = total > 0 ? Math.min(1, done / total) : 1;
   const filled = Math.round(fraction * barWidth);
   return `[${"#".repeat(filled)}${".".repeat(barWidth - filled)}] ${String(Math.floor(fraction * 100)).padStart(3)}%  ${done}/${total}  ${Math.round(rate)} msgs/s`;
+}
+
+/** Above this many partitions, `elastic lag` lists only the ones with the most pending messages. */
+export const LAG_PARTITION_ROWS = 10;
+
+/** A rate in messages per second: `250.0 msgs/s`. */
+const perSec = (n: number): string => `${n.toFixed(1)} msgs/s`;
+
+/** The rate line of `elastic lag`. */
+function lagRateLine(doc: LagDoc): string {
+  const r = doc.rate;
+  const window = r.window_ms === null ? "" : `over ${formatDuration(r.window_ms)}: ${perSec(r.drained_per_sec ?? 0)} drained by ${r.active_members} active member${r.active_members === 1 ? "" : "s"}, ${perSec(r.inflow_per_sec ?? 0)} arriving`;
+  if (r.source === "given") return `drain rate: ${perSec(r.per_member ?? 0)} per member (given)${window === "" ? "" : `; measured ${window}`}`;
+  if (r.source === "measured") return `drain rate: ${perSec(r.per_member ?? 0)} per member, measured ${window}`;
+  return `drain rate: unknown${window === "" ? " (no sample window)" : ` (measured ${window})`}`;
+}
+
+/** `elastic lag` for people: the backlog, the rate, the recommendation, then per member and per partition. */
+export function renderLag(doc: LagDoc, s: Styler): string {
+  const lines: string[] = [];
+  lines.push(s.bold(`elastic consumer group ${doc.group} on stream ${doc.stream}`) + ` (at ${doc.at})`);
+  lines.push(`backlog: ${doc.backlog} messages (${doc.pending} pending in ${doc.work_queue}, source lag ${doc.source_lag}${doc.source && !doc.source.active ? s.yellow(", source inactive") : ""})`);
+  lines.push(lagRateLine(doc));
+  const target = formatDuration(doc.target_drain_ms);
+  const why =
+    doc.basis === "rate"
+      ? `drains the backlog within ${target}${doc.capped ? s.yellow(`; ${doc.needed_members} needed, capped at the ${doc.partition_count} partitions`) : ""}`
+      : doc.basis === "hold"
+        ? "no rate: keeps the current count, at least 1"
+        : "nothing waiting";
+  lines.push(s.bold(`recommended members: ${doc.recommended_members}`) + ` (${why}; the group has ${doc.member_count}, at most ${doc.partition_count} can work)`);
+  lines.push("");
+  if (doc.members.length === 0) lines.push(s.dim("no members"));
+  else {
+    lines.push(
+      table(
+        ["MEMBER", "PARTITIONS", "PENDING", "ACTIVE"],
+        doc.members.map((m) => [m.member, m.over_cap ? s.dim("over cap") : list(m.partitions), String(m.pending), m.active ? s.green("yes") : m.over_cap ? s.dim("no") : s.yellow("no")]),
+        s,
+      ),
+    );
+  }
+  lines.push("");
+  const rows = doc.partitions.length <= PARTITION_ROWS_LIMIT ? doc.partitions : [...doc.partitions].sort((a, b) => b.pending - a.pending || a.partition - b.partition).slice(0, LAG_PARTITION_ROWS);
+  lines.push(table(["PARTITION", "OWNER", "PENDING"], rows.map((p) => [String(p.partition), p.owner ?? s.dim("-"), String(p.pending)]), s));
+  if (rows.length < doc.partitions.length) lines.push(s.dim(`(the ${rows.length} of ${doc.partitions.length} partitions with the most pending messages; --json lists all)`));
+  if (doc.notes.length > 0) {
+    lines.push("");
+    for (const n of doc.notes) lines.push(`${s.yellow(n.code)}  ${n.message}`);
+  }
+  return lines.join("\n");
 }

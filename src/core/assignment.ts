@@ -116,6 +116,29 @@ export function partitionAssignment(config: Pick<StaticConsumerGroupConfig, "max
   return result;
 }
 
+/** One member of a group's membership, as {@link memberRoster} lists it. */
+export interface RosterEntry {
+  /** The member's name. */
+  member: string;
+  /** The partitions it owns (none when it is over the cap). */
+  partitions: number[];
+  /** Listed as a member but beyond the partition count: it owns nothing and idles. */
+  overCap: boolean;
+}
+
+/**
+ * Every member of a config's membership (listed members or mapped ones), sorted by
+ * name, with its partitions and whether it is beyond the cap.
+ *
+ * @param config - a static or elastic config
+ */
+export function memberRoster(config: Pick<StaticConsumerGroupConfig, "max_members" | "members" | "member_mappings">): RosterEntry[] {
+  const assignment = partitionAssignment(config);
+  const capped = new Set(config.members && config.members.length > 0 ? effectiveMembers(config.members, config.max_members) : (config.member_mappings ?? []).map((m) => m.member));
+  const listed = [...new Set([...(config.members ?? []), ...(config.member_mappings ?? []).map((m) => m.member)])].sort();
+  return listed.map((member) => ({ member, partitions: assignment.get(member) ?? [], overCap: !capped.has(member) }));
+}
+
 /**
  * The owner of each partition, index = partition; undefined where no member owns it.
  *

@@ -40,7 +40,7 @@ import {
   type RepartitionRecord,
 } from "../core/repartition.js";
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
-import { ELASTIC, STATIC, openConfigBucket, readConfig, readConfigIfAny, updateConfig } from "../nats/config-store.js";
+import { ELASTIC, openConfigBucket, readElasticConfigNotStatic, updateConfig } from "../nats/config-store.js";
 import { MODE_KEY } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
@@ -275,31 +275,13 @@ async function repartitionOnce(
 }
 
 async function readElasticConfig(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string): Promise<{ config: ElasticConsumerGroupConfig; revision: number }> {
-  let kv;
-  try {
-    kv = await openConfigBucket(js, jsm, "elastic");
-  } catch (err) {
-    if (err instanceof ConsumerGroupError && err.code === "BUCKET_NOT_FOUND") await refuseStatic(js, jsm, stream, group);
-    throw err;
-  }
-  try {
-    return await readConfig(kv, ELASTIC, stream, group);
-  } catch (err) {
-    if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND") await refuseStatic(js, jsm, stream, group);
-    throw err;
-  }
-}
-
-/** Throws `STATIC_GROUP` when `stream.group` is a static group. */
-async function refuseStatic(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string): Promise<void> {
-  const kv = await openConfigBucket(js, jsm, "static").catch(() => undefined);
-  const found = kv ? await readConfigIfAny(kv, STATIC, stream, group).catch(() => undefined) : undefined;
-  if (found) {
-    throw new ConsumerGroupError(
-      "STATIC_GROUP",
-      `${stream}.${group} is a static consumer group: its partitioning is the stream's own subject transform, which belongs to you. "cg static repartition ${stream} ${group} <partitions>" prints the steps`,
-    );
-  }
+  return readElasticConfigNotStatic(
+    js,
+    jsm,
+    stream,
+    group,
+    `${stream}.${group} is a static consumer group: its partitioning is the stream's own subject transform, which belongs to you. "cg static repartition ${stream} ${group} <partitions>" prints the steps`,
+  );
 }
 
 async function workQueueInfo(jsm: JetStreamManager, wq: string): Promise<StreamInfo> {

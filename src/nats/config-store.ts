@@ -126,6 +126,42 @@ export async function readConfig<C>(kv: KV, flavour: Flavour<C>, stream: string,
 }
 
 /**
+ * Reads an elastic group's config, for an operation that only elastic groups have.
+ * When there is none (or no elastic group was ever created) but a static group of that
+ * name exists, it says so instead of "not found".
+ *
+ * @param staticMessage - the `STATIC_GROUP` error's message: why the operation is elastic only, and what to do
+ * @throws ConsumerGroupError `STATIC_GROUP`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`, `CONFIG_DECODE` or a validation code
+ */
+export async function readElasticConfigNotStatic(
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  stream: string,
+  group: string,
+  staticMessage: string,
+): Promise<StoredConfig<ElasticConsumerGroupConfig>> {
+  const refuseStatic = async (err: unknown): Promise<never> => {
+    const kv = await openConfigBucket(js, jsm, "static").catch(() => undefined);
+    const found = kv ? await readConfigIfAny(kv, STATIC, stream, group).catch(() => undefined) : undefined;
+    if (found) throw new ConsumerGroupError("STATIC_GROUP", staticMessage, { cause: err });
+    throw err;
+  };
+  let kv: KV;
+  try {
+    kv = await openConfigBucket(js, jsm, "elastic");
+  } catch (err) {
+    if (err instanceof ConsumerGroupError && err.code === "BUCKET_NOT_FOUND") return refuseStatic(err);
+    throw err;
+  }
+  try {
+    return await readConfig(kv, ELASTIC, stream, group);
+  } catch (err) {
+    if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND") return refuseStatic(err);
+    throw err;
+  }
+}
+
+/**
  * Writes a config only if the key does not exist (or was deleted).
  *
  * @returns the new revision, or undefined when someone else created it first

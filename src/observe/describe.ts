@@ -3,17 +3,16 @@
  * health, as Kafka's `kafka-consumer-groups --describe` shows them.
  */
 import { layoutOf } from "../elastic/layout.js";
-import type { ConsumerInfo, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import { effectiveMembers, partitionAssignment, partitionOwners } from "../core/assignment.js";
+import type { ConsumerInfo, JetStreamClient } from "@nats-io/jetstream";
+import { memberRoster, partitionAssignment, partitionOwners } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { mapWithLimit } from "../core/parallel.js";
 import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
 import { managerOf, streamInfo } from "../nats/context.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 import { healthFindings, type HealthFinding } from "./health.js";
-import { directGetPending } from "../nats/client-seam.js";
+import { REQUESTS_IN_FLIGHT, consumerInfoIfAny, countWithConsumer, countWithDirectGet } from "./counts.js";
 
 /** One member of a described group. */
 export interface MemberDescription {
@@ -111,9 +110,6 @@ export interface DescribeOptions {
   previous?: GroupDescription;
 }
 
-/** How many describe requests (consumer infos, counts) are in flight at once. */
-const REQUESTS_IN_FLIGHT = 32;
-
 /** `last_active` is an RFC 3339 string on the wire, though nats.js types it as a number. */
 function isoOrUndefined(v: unknown): string | undefined {
   if (typeof v === "string" && v !== "" && !v.startsWith("0001-")) return new Date(v).toISOString();
@@ -121,44 +117,6 @@ function isoOrUndefined(v: unknown): string | undefined {
 }
 
 type PriorityState = { priority_groups?: { group: string; pinned_client_id?: string; pinned_ts?: string }[] };
-
-async function consumerInfoIfAny(jsm: JetStreamManager, stream: string, name: string): Promise<ConsumerInfo | undefined> {
-  try {
-    return await jsm.consumers.info(stream, name);
-  } catch (err) {
-    if (apiErrorCode(err) === ApiCode.ConsumerNotFound) return undefined;
-    throw wrapServerError(err, `reading consumer "${name}"`);
-  }
-}
-
-/**
- * Messages of `filter` with a sequence >= `fromSeq`, through a short-lived ephemeral
- * consumer: only for a static group's stream without `allow_direct`.
- */
-async function countWithConsumer(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
-  const ci = await jsm.consumers.add(stream, {
-    filter_subject: filter,
-    deliver_policy: "by_start_sequence",
-    opt_start_seq: Math.max(1, fromSeq),
-    ack_policy: "none",
-    mem_storage: true,
-    inactive_threshold: 10_000_000_000,
-  });
-  await jsm.consumers.delete(stream, ci.name).catch(() => undefined);
-  return ci.num_pending;
-}
-
-/** Messages of `filter` with a sequence >= `fromSeq`, through one direct get (work-queue streams allow them; a static stream may). */
-async function countWithDirectGet(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<number> {
-  try {
-    const batch = await jsm.direct.getBatch(stream, { seq: Math.max(1, fromSeq), next_by_subj: filter, batch: 1 });
-    for await (const m of batch) return 1 + directGetPending(m);
-    return 0;
-  } catch (err) {
-    if (String(err).includes("404") || String(err).toLowerCase().includes("not found")) return 0;
-    throw err;
-  }
-}
 
 /**
  * Describes a static or elastic group: config, assignment, members with their pin
@@ -182,15 +140,13 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   const wqInfo = await streamInfo(jsm, consumerStream, kind === "static" ? "the static consumer group's stream" : "the elastic consumer group's stream", "is the group half-deleted?");
   const assignment = partitionAssignment(config);
   const owners = partitionOwners(config);
-  const capped = new Set(config.members && config.members.length > 0 ? effectiveMembers(config.members, config.max_members) : (config.member_mappings ?? []).map((m) => m.member));
-  const listed = [...new Set([...(config.members ?? []), ...(config.member_mappings ?? []).map((m) => m.member)])];
+  const roster = memberRoster(config);
 
   const infos = new Map<string, ConsumerInfo | undefined>();
   const members: MemberDescription[] = [];
-  const sorted = listed.sort();
   const consumerName = (member: string): string => (kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member));
-  const memberInfos = await mapWithLimit(sorted, REQUESTS_IN_FLIGHT, (member) => consumerInfoIfAny(jsm, consumerStream, consumerName(member)));
-  for (const [i, member] of sorted.entries()) {
+  const memberInfos = await mapWithLimit(roster, REQUESTS_IN_FLIGHT, ({ member }) => consumerInfoIfAny(jsm, consumerStream, consumerName(member)));
+  for (const [i, { member, partitions: owned, overCap }] of roster.entries()) {
     const consumer = consumerName(member);
     const info = memberInfos[i];
     infos.set(member, info);
@@ -198,8 +154,8 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     members.push({
       member,
       consumer,
-      partitions: assignment.get(member) ?? [],
-      overCap: !capped.has(member),
+      partitions: owned,
+      overCap,
       active: (info?.num_waiting ?? 0) > 0,
       ...(pin?.pinned_client_id ? { pinnedId: pin.pinned_client_id } : {}),
       ...(isoOrUndefined(pin?.pinned_ts) ? { pinnedAt: isoOrUndefined(pin?.pinned_ts) as string } : {}),

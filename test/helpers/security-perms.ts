@@ -116,6 +116,16 @@ export function adminPermissions(scope: GroupScope & { members: string[] }, inbo
   };
 }
 
+/**
+ * What an elastic member (or any client) needs on top of its own lists to read its
+ * group's lag (`groupLag`, the `/lag` route of `consume --metrics-port`): the other
+ * members' consumer infos and the direct gets that count each partition.
+ */
+export function lagPermissions(scope: Omit<GroupScope, "kind">): Permissions {
+  const wq = workQueueStreamName(scope.stream, scope.group);
+  return { publish: [`$JS.API.CONSUMER.INFO.${wq}.*`, `$JS.API.DIRECT.GET.${wq}`], subscribe: [] };
+}
+
 /** Merges permission lists. */
 export function mergePermissions(...lists: Permissions[]): Permissions {
   return {

@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import { partitionOf } from "../../src/index.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { CgProcess, addSourceStream, addStaticStream, killAllCg, runCg } from "../helpers/cli-run.js";
+import { samples, sum, type Sample } from "../helpers/prometheus-text.js";
 
 let env: TestEnv;
 let url: string;
@@ -23,26 +24,6 @@ after(async () => {
   await killAllCg();
   await env.close();
 });
-
-interface Sample {
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** The samples of one metric in a Prometheus text exposition. */
-function samples(text: string, name: string): Sample[] {
-  const result: Sample[] = [];
-  for (const line of text.split("\n")) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1] ?? ""] = l[2] ?? "";
-    result.push({ labels, value: Number(m[3]) });
-  }
-  return result;
-}
-
-const sum = (xs: Sample[]): number => xs.reduce((n, s) => n + s.value, 0);
 
 async function scrape(metricsUrl: string): Promise<string> {
   const res = await fetch(metricsUrl);
@@ -123,6 +104,10 @@ describe("cli metrics", () => {
     const other = await fetch(metricsUrl.replace(/\/metrics$/, "/nope"));
     assert.equal(other.status, 404);
     await other.text();
+    assert.doesNotMatch(first, /pcg_group_/, "a static member serves no group lag");
+    const lag = await fetch(metricsUrl.replace(/\/metrics$/, "/lag"));
+    assert.equal(lag.status, 404, "no /lag route for a static group");
+    await lag.text();
 
     p.signal("SIGINT");
     assert.equal((await p.exited(30_000)).code, 130);
@@ -145,7 +130,7 @@ describe("cli metrics", () => {
     assert.equal((await p.exited(30_000)).code, 143);
 
     const human = new CgProcess(["-s", url, "elastic", "consume", stream, group, "a", "--metrics-port", "0", "--metrics-host", "127.0.0.1"]);
-    await human.waitForText(/consuming from elastic group .* metrics at http:\/\/127\.0\.0\.1:\d+\/metrics \(Ctrl-C to stop\)/, 30_000, "stderr");
+    await human.waitForText(/consuming from elastic group .* metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics, lag at http:\/\/127\.0\.0\.1:\1\/lag \(Ctrl-C to stop\)/, 30_000, "stderr");
     human.signal("SIGINT");
     assert.equal((await human.exited(30_000)).code, 130);
   });

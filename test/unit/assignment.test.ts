@@ -20,6 +20,7 @@ import {
   type MemberMapping,
   type StaticConsumerGroupConfig,
 } from "../../src/index.js";
+import { memberRoster } from "../../src/core/assignment.js";
 
 function assertThrowsCode(fn: () => unknown, code: ErrorCode, text?: string): void {
   assert.throws(fn, (err: unknown) => {
@@ -416,5 +417,23 @@ describe("elasticGetPartitionFilters", () => {
 
   test("elasticGetPartitionFilters - no membership gives []", () => {
     assert.deepEqual(elasticGetPartitionFilters({ max_members: 4, partitioning_filters: null }, "m1"), []);
+  });
+});
+
+describe("memberRoster", () => {
+  test("memberRoster - balanced: every listed member sorted by name, with its partitions; those beyond the cap own nothing", () => {
+    assert.deepEqual(memberRoster({ max_members: 2, members: ["c", "a", "b", "a"] }), [
+      { member: "a", partitions: [0], overCap: false },
+      { member: "b", partitions: [1], overCap: false },
+      { member: "c", partitions: [], overCap: true },
+    ]);
+  });
+
+  test("memberRoster - mappings: the mapped members sorted by name, none over the cap; no membership gives []", () => {
+    assert.deepEqual(memberRoster({ max_members: 3, member_mappings: [{ member: "z", partitions: [2, 0] }, { member: "y", partitions: [1] }] }), [
+      { member: "y", partitions: [1], overCap: false },
+      { member: "z", partitions: [2, 0], overCap: false }, // in the mapping's order, as Go gives them
+    ]);
+    assert.deepEqual(memberRoster({ max_members: 3 }), []);
   });
 });

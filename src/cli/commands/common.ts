@@ -5,7 +5,7 @@
 import { InvalidArgumentError, type Command } from "commander";
 import { UsageError, CliError } from "../errors.js";
 import { isYes, parseMapping, parsePositiveInt } from "../parse.js";
-import type { MemberMapping } from "../../index.js";
+import { ConsumerGroupError, type GroupKind, type MemberMapping } from "../../index.js";
 import type { Session } from "../session.js";
 
 /** Turns a parser that throws {@link UsageError} into a commander argument parser. */
@@ -53,4 +53,22 @@ export const DELETE_WARNING = "WARNING: this operation will cause all existing c
 export async function confirmOrCancel(session: Session, question: string): Promise<void> {
   const answer = await session.lines.question(question);
   if (!isYes(answer)) throw new CliError("CANCELED", "operation canceled");
+}
+
+/**
+ * Adds to a "no such group" error how to list the groups of the stream; any other
+ * error is returned as it is.
+ *
+ * @param err - what was thrown
+ * @param kind - the flavour the command looked for
+ * @param stream - the stream it looked on
+ */
+export function withListHint(err: unknown, kind: GroupKind, stream: string): unknown {
+  if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND" && !err.message.includes(" ls ")) {
+    return new ConsumerGroupError(err.code, `${err.message}; see the ${kind} groups of the stream with "cg ${kind} ls ${stream}"`, {
+      cause: err,
+      ...(err.serverCode === undefined ? {} : { serverCode: err.serverCode }),
+    });
+  }
+  return err;
 }

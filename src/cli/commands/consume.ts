@@ -7,10 +7,12 @@
  * over at once, and the exit code is 130 (143 after SIGTERM).
  */
 import { Option, type Command } from "commander";
-import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
+import { AckPolicy, type ConsumerConfig, type JetStreamClient } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/transport-node";
 import { defaultMemberName, elasticConsume, staticConsume, type AssignmentPolicy, type AutoJoinOptions, type ConcurrencyMode, type ConsumerGroupMember, type ConsumerGroupMessage, type GroupKind } from "../../index.js";
 import { ExitRequest, UsageError } from "../errors.js";
+import { LagCache } from "../lag-cache.js";
+import { LAG_PATH, lagRoute, registerLagGauges } from "../lag-endpoint.js";
 import { DEFAULT_METRICS_HOST, parseMetricsPort, startMetricsEndpoint, type MetricsEndpoint, type MetricsEndpointOptions } from "../metrics-endpoint.js";
 import type { MessageDoc } from "../model.js";
 import { parseDuration, parsePositiveInt } from "../parse.js";
@@ -18,6 +20,7 @@ import { memberEvent, renderEvent, renderMessage } from "../render.js";
 import type { Session } from "../session.js";
 import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
 import { arg } from "./common.js";
+import { lagForCli, lagPolicy, type LagPolicy } from "./lag-policy.js";
 
 /** Go cg's consumer template: explicit acks, one message at a time, AckWait 2 s. */
 export const CONSUMER_TEMPLATE: Partial<ConsumerConfig> = {
@@ -61,6 +64,8 @@ export interface ConsumeTarget {
   metrics?: MetricsEndpointOptions;
   /** How handlers run (`--concurrency`, `--max-in-flight`); Go's serial mode when absent. */
   concurrency?: { mode: ConcurrencyMode; maxInFlight: number | undefined };
+  /** Elastic with metrics: what the lag gauges and the `/lag` route recommend. */
+  lag?: LagPolicy;
   /** Join the group with a lease (`--auto`, elastic only). */
   autoJoin?: AutoJoinOptions;
 }
@@ -118,9 +123,10 @@ export function requestedConcurrency(cmd: Command): { mode: ConcurrencyMode; max
  * `--metrics-port` and `--metrics-host` of a consume command: with a port, {@link runConsume}
  * serves the member's metrics in the Prometheus text format.
  */
-export function metricsOptions(): Option[] {
+export function metricsOptions(kind?: GroupKind): Option[] {
+  const lag = kind === "elastic" ? `, and the group's lag as JSON at ${LAG_PATH}` : "";
   return [
-    new Option("--metrics-port <port>", "serve the member's metrics for Prometheus at http://<metrics-host>:<port>/metrics (0 picks a free port, printed on stderr)").argParser(arg(parseMetricsPort)),
+    new Option("--metrics-port <port>", `serve the member's metrics for Prometheus at http://<metrics-host>:<port>/metrics${lag} (0 picks a free port, printed on stderr)`).argParser(arg(parseMetricsPort)),
     new Option("--metrics-host <host>", "the address the metrics endpoint listens on").default(DEFAULT_METRICS_HOST),
   ];
 }
@@ -138,6 +144,47 @@ export function requestedMetrics(cmd: Command): MetricsEndpointOptions | undefin
     return undefined;
   }
   return { port: opts.metricsPort, host: opts.metricsHost };
+}
+
+/** How long the first lag reading of the metrics endpoint watches the work queue, to measure a drain rate at once. */
+export const LAG_ENDPOINT_SAMPLE_MS = 1000;
+
+/**
+ * The lag policy of an elastic consume command line (`--target-drain`, `--rate-per-member`).
+ *
+ * @param cmd - the consume command, after parsing
+ * @param metrics - whether `--metrics-port` was given
+ * @throws UsageError for a lag flag without `--metrics-port`
+ */
+export function requestedLagPolicy(cmd: Command, metrics: boolean): LagPolicy {
+  if (!metrics) {
+    for (const [key, flag] of [["targetDrain", "--target-drain"], ["ratePerMember", "--rate-per-member"]] as const) {
+      if (cmd.getOptionValueSource(key) === "cli") throw new UsageError(`${flag} needs --metrics-port: it shapes the group lag the metrics endpoint serves`);
+    }
+  }
+  return lagPolicy(cmd);
+}
+
+/**
+ * Serves the group's lag on the metrics endpoint: gauges on `/metrics`, JSON on `/lag`.
+ * The first reading starts at once (so a drain rate is known by the first scrape); a
+ * reading that fails is reported on stderr, once per distinct error.
+ */
+function serveLag(session: Session, js: JetStreamClient, endpoint: MetricsEndpoint, target: ConsumeTarget, policy: LagPolicy, signal: AbortSignal): void {
+  let lastError = "";
+  const cache = new LagCache(async (previous) => {
+    try {
+      return await lagForCli(js, target.stream, target.group, policy, { signal, ...(previous ? { previous } : { sampleMs: LAG_ENDPOINT_SAMPLE_MS }) });
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (message !== lastError && !signal.aborted) session.out.warn(`the metrics endpoint cannot read the group's lag (${LAG_PATH} answers 503 until it can): ${message}`);
+      lastError = message;
+      throw err;
+    }
+  });
+  registerLagGauges(endpoint.meterProvider, cache, { stream: target.stream, group: target.group });
+  endpoint.addRoute(LAG_PATH, lagRoute(cache));
+  cache.get().catch(() => undefined); // reported above
 }
 
 /**
@@ -162,6 +209,9 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
   const js = await session.js();
   // With --auto and no name, the library's default (HOSTNAME) is the name the output shows.
   const member = target.member ?? (target.autoJoin ? defaultMemberName() : "");
+  // Ends the lag endpoint's sample window when the member stops, so no reading outlives it.
+  const lagReading = new AbortController();
+  if (endpoint && kind === "elastic" && target.lag) serveLag(session, js, endpoint, target, target.lag, lagReading.signal);
   const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
     const ts = new Date().toISOString();
     if (sleepMs > 0) await sleep(sleepMs);
@@ -195,11 +245,21 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
     ...(mode.maxInFlight !== undefined ? { maxInFlight: mode.maxInFlight } : {}),
     ...(endpoint ? { meterProvider: endpoint.meterProvider } : {}),
   };
-  const instance: ConsumerGroupMember = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, { ...options, ...(target.autoJoin ? { autoJoin: target.autoJoin } : {}) });
+  let instance: ConsumerGroupMember;
+  try {
+    instance = kind === "static" ? await staticConsume(js, options) : await elasticConsume(js, { ...options, ...(target.autoJoin ? { autoJoin: target.autoJoin } : {}) });
+  } catch (err) {
+    lagReading.abort();
+    throw err;
+  }
 
   // Subscribe before yielding to the event loop, so no status is missed.
   const status = instance.status();
-  out.event({ event: "started", member, ts: new Date().toISOString(), kind, stream, group, partitions: instance.partitions(), sleep_ms: sleepMs, ...(endpoint ? { metrics_url: endpoint.url } : {}) }, renderEvent);
+  const lagUrl = endpoint && kind === "elastic" && target.lag ? endpoint.url.replace(/\/metrics$/, LAG_PATH) : undefined;
+  out.event(
+    { event: "started", member, ts: new Date().toISOString(), kind, stream, group, partitions: instance.partitions(), sleep_ms: sleepMs, ...(endpoint ? { metrics_url: endpoint.url } : {}), ...(lagUrl ? { lag_url: lagUrl } : {}) },
+    renderEvent,
+  );
   const printed = (async () => {
     for await (const s of status) out.event(memberEvent(s, member, new Date()), renderEvent);
   })();
@@ -218,6 +278,7 @@ async function consumeUntilStopped(session: Session, target: ConsumeTarget, endp
     if (error) throw error;
     out.note(`the ${kind} consumer group ${group} on stream ${stream} was deleted: member ${member} stopped`);
   } finally {
+    lagReading.abort();
     restore();
   }
 }

@@ -7,7 +7,6 @@
 import { Option } from "commander";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import {
-  ConsumerGroupError,
   describeGroup,
   type ElasticConsumerGroupConfig,
   type GroupDescription,
@@ -20,7 +19,7 @@ import { parseDuration } from "../parse.js";
 import { list, mapping, table } from "../render.js";
 import { withSession } from "../session.js";
 import type { Styler } from "../output.js";
-import { arg } from "./common.js";
+import { arg, withListHint } from "./common.js";
 import { GROUP, STREAM, article, where } from "./shared-commands.js";
 import { flavourOf, type CommandSpec } from "./spec.js";
 
@@ -148,13 +147,7 @@ export async function describeForCli(js: JetStreamClient, kind: GroupKind, strea
   try {
     return await describeGroup(js, kind, stream, group, { stallAfterMs, ...(previous ? { previous } : {}) });
   } catch (err) {
-    if (err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND" && !err.message.includes(" ls ")) {
-      throw new ConsumerGroupError(err.code, `${err.message}; see the ${kind} groups of the stream with "cg ${kind} ls ${stream}"`, {
-        cause: err,
-        ...(err.serverCode === undefined ? {} : { serverCode: err.serverCode }),
-      });
-    }
-    throw err;
+    throw withListHint(err, kind, stream);
   }
 }
 

@@ -10,7 +10,8 @@ import { renderDeleted, renderGroupList, renderInfo, renderMemberInfo, renderSte
 import { UsageError } from "../errors.js";
 import { withSession } from "../session.js";
 import { DELETE_WARNING, confirmOrCancel } from "./common.js";
-import { autoJoinOptions, concurrencyOptions, metricsOptions, requestedAutoJoin, requestedConcurrency, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { autoJoinOptions, concurrencyOptions, metricsOptions, requestedAutoJoin, requestedConcurrency, requestedLagPolicy, requestedMetrics, runConsume, sleepMs } from "./consume.js";
+import { lagPolicyOptions } from "./lag-policy.js";
 import { flavourOf, type ArgSpec, type CommandSpec } from "./spec.js";
 
 /** The stream and group a flavour's help examples use. */
@@ -146,13 +147,18 @@ export const consumeCommand: CommandSpec = {
     `cg ${kind} consume ${where(kind)} m1`,
     `cg ${kind} join ${where(kind)} m1 --sleep 100ms --json`,
     `cg ${kind} consume ${where(kind)} m1 --metrics-port 9464`,
-    ...(kind === "elastic" ? [`cg elastic consume ${where(kind)} --auto --assignment sticky`] : []),
+    ...(kind === "elastic" ? [`cg elastic consume ${where(kind)} m1 --metrics-port 9464 --target-drain 30s   # with the group's lag at /lag`, `cg elastic consume ${where(kind)} --auto --assignment sticky`] : []),
   ],
-  options: (kind) => [...metricsOptions(), ...concurrencyOptions(), ...(kind === "elastic" ? autoJoinOptions() : [])],
+  options: (kind) => [
+    ...metricsOptions(kind),
+    ...concurrencyOptions(),
+    ...(kind === "elastic" ? [...lagPolicyOptions("with --metrics-port, recommend (on /metrics and /lag)"), ...autoJoinOptions()] : []),
+  ],
   run: async ({ kind, args: [stream, group, member], cmd }) => {
     const metrics = requestedMetrics(cmd); // a usage error comes before any connection
     const concurrency = requestedConcurrency(cmd);
-    const autoJoin = requestedAutoJoin(cmd);
+    const lag = kind === "elastic" ? requestedLagPolicy(cmd, metrics !== undefined) : undefined;
+    const autoJoin = kind === "elastic" ? requestedAutoJoin(cmd) : undefined;
     if (member === undefined && !autoJoin) throw new UsageError("missing the member name: pass <member>, or --auto to join the group with a lease (member name: $HOSTNAME)");
     await withSession(cmd, (s) =>
       runConsume(s, {
@@ -163,6 +169,7 @@ export const consumeCommand: CommandSpec = {
         sleepMs: sleepMs(cmd),
         concurrency,
         ...(metrics ? { metrics } : {}),
+        ...(lag && metrics ? { lag } : {}),
         ...(autoJoin ? { autoJoin } : {}),
       }),
     );
