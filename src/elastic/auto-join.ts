@@ -49,6 +49,10 @@ const DEFAULT_SETTLE_MS = 3000;
 const MAX_SETTLE_PERIODS = 3;
 /** How soon a failed renewal is tried again. */
 const RENEW_RETRY_MS = 500;
+/** How often a leaving instance reads whether the others took its member out. */
+const LEAVE_POLL_MS = 100;
+/** How long a leaving instance waits for the others beyond three settle periods before it writes the change itself. */
+const LEAVE_GRACE_MS = 2000;
 /** How soon a failed lease watch is opened again. */
 const WATCH_RETRY_MS = 1000;
 
@@ -491,9 +495,12 @@ export class AutoMembership {
   }
 
   /**
-   * A graceful leave: when this is the member's last instance, marks the lease as
-   * leaving and takes the member out of the config (its partitions move by the
-   * handoff); `released` waits for this instance to hand its partitions over.
+   * A graceful leave. When this is the member's last instance it marks its lease as
+   * leaving: the other auto instances take the member out at their next reconcile, so
+   * members leaving together (a scale-down) are written as one change after `settleMs`.
+   * With no other auto instance alive, or if none has done it within three settle
+   * periods, it takes the member out itself. Its partitions move by the handoff;
+   * `released` waits for this instance to hand them over.
    *
    * @returns whether the member was taken out of the group
    */
@@ -510,9 +517,13 @@ export class AutoMembership {
       this.revision = await writeLease(this.js, this.keys.lease(this.member, this.instance), this.leaseValue(), this.settings.leaseTtlMs, this.revision);
       this.validUntil = sent + this.settings.leaseTtlMs;
       this.scheduleRenew();
+      if (!(await this.listed())) return false;
+      if (this.othersAlive() && (await this.removedByOthers(performance.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
+        await released();
+        return true;
+      }
       const view = this.view();
-      const stored = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
-      if (!listedMembers(stored.config).includes(this.member) || !isAutoMember(view, this.member)) return false;
+      if (!isAutoMember(view, this.member)) return false;
       const plan = await this.write((config) => planLeave(config, view, this.settings.assignment, this.member));
       if (!plan || listedMembers(plan.config).includes(this.member)) {
         this.hooks?.reportError(
@@ -530,6 +541,28 @@ export class AutoMembership {
       this.hooks?.reportError(err instanceof ConsumerGroupError ? err : wrapServerError(err, `taking member "${this.member}" out of the group`), 0);
       return false;
     }
+  }
+
+  /** Whether the stored config lists this instance's member. */
+  private async listed(): Promise<boolean> {
+    return listedMembers((await readConfig(this.configKv, ELASTIC, this.stream, this.group)).config).includes(this.member);
+  }
+
+  /** Whether another auto instance (of any member) that is not leaving holds a lease. */
+  private othersAlive(): boolean {
+    for (const [member, instances] of this.leases) {
+      for (const [id, lease] of instances) if (!lease.leaving && (member !== this.member || id !== this.instance)) return true;
+    }
+    return false;
+  }
+
+  /** Waits until the config no longer lists this member, or `deadline` (performance.now()). */
+  private async removedByOthers(deadline: number): Promise<boolean> {
+    while (performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
+      if (!(await this.listed())) return true;
+    }
+    return false;
   }
 
   /**

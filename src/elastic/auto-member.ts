@@ -25,14 +25,17 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     void inner.closed().then(() => this.membership.close());
   }
 
+  /** The source stream. */
   get stream(): string {
     return this.inner.stream;
   }
 
+  /** The group. */
   get group(): string {
     return this.inner.group;
   }
 
+  /** The member this instance runs as. */
   get member(): string {
     return this.inner.member;
   }
@@ -42,14 +45,17 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     return this.membership.instance;
   }
 
+  /** The partitions the member owns under the current config. */
   partitions(): number[] {
     return this.inner.partitions();
   }
 
+  /** Events from now on, until the instance stops (auto-join adds `membership_written`, `lease_lost`, `lease_restored`). */
   status(): AsyncIterable<MemberStatus> {
     return this.inner.status();
   }
 
+  /** Resolves when the instance has stopped: to the error that stopped it, or undefined. Never rejects. */
   closed(): Promise<Error | undefined> {
     return this.inner.closed();
   }
@@ -65,6 +71,7 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     return this.stopping;
   }
 
+  /** Same as {@link AutoJoinedMember.stop}. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

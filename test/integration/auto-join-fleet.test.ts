@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Kvm } from "@nats-io/kv";
 import { createElastic, partitionOwners, type AssignmentPolicy, type ElasticConsumerGroupConfig } from "../../src/index.js";
-import { movedPartitions } from "../../src/core/sticky-assignment.js";
+import { minimumMoves, movedPartitions } from "../../src/core/sticky-assignment.js";
 import { HandledLog, startKeyedLoad } from "../helpers/keyed-load.js";
 import { startChildMember, type ChildMember, type ChildSettings } from "../helpers/member-process.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
@@ -38,10 +38,16 @@ describe("auto-join - fleets of processes", () => {
   }
 
   async function config(stream: string): Promise<ElasticConsumerGroupConfig> {
+    return (await stored(stream)).config;
+  }
+
+  async function stored(stream: string): Promise<{ config: ElasticConsumerGroupConfig; revision: number }> {
     const e = await (await new Kvm(env.js).open("elastic-consumer-groups")).get(`${stream}.g`);
     assert.ok(e);
-    return e.json<ElasticConsumerGroupConfig>();
+    return { config: e.json<ElasticConsumerGroupConfig>(), revision: e.revision };
   }
+
+
 
   const listed = (c: ElasticConsumerGroupConfig): string[] => ((c.members ?? []).length > 0 ? (c.members ?? []) : (c.member_mappings ?? []).map((m) => m.member));
 
@@ -74,19 +80,27 @@ describe("auto-join - fleets of processes", () => {
       const owners0 = await settled(stream, ["a", "b", "c"]);
       const load = startKeyedLoad(env.js, (key) => `${stream}.${key}`, { keys: 60, rate: 200, idPrefix: stream });
       await sleep(1000);
+      const up = (await stored(stream)).revision;
       for (const m of ["d", "e", "f"]) fleet.set(m, start(stream, m, log, assignment));
       const owners1 = await settled(stream, ["a", "b", "c", "d", "e", "f"]);
       await sleep(1500);
+      const down = (await stored(stream)).revision;
       const leaving = ["b", "d", "e", "f"];
       await Promise.all(leaving.map((m) => fleet.get(m)).map((c) => c?.stop() ?? Promise.resolve()));
       const owners2 = await settled(stream, ["a", "c"]);
+      const writes = [down - up, (await stored(stream)).revision - down];
       await sleep(1000);
       await load.stop();
       await waitFor(() => log.unique() >= load.total(), 60_000, `all ${load.total()} handled (have ${log.unique()})`);
       await sleep(500);
       const report = log.check(load.published);
       const moved = [movedPartitions(owners0, owners1), movedPartitions(owners1, owners2)];
-      console.log(`auto-join ${assignment} scale 3→6→2: ${report.published} published, ${report.handled} handled, ${report.duplicates} duplicates; partitions moved 3→6: ${moved[0]}, 6→2: ${moved[1]}`);
+      const minimum = [minimumMoves(owners0, ["a", "b", "c", "d", "e", "f"]), minimumMoves(owners1, ["a", "c"])];
+      console.log(
+        `auto-join ${assignment} scale 3→6→2: ${report.published} published, ${report.handled} handled, ${report.duplicates} duplicates; partitions moved 3→6: ${moved[0]} (minimum ${minimum[0]}, ${writes[0]} config write(s)), 6→2: ${moved[1]} (minimum ${minimum[1]}, ${writes[1]} config write(s))`,
+      );
+      assert.ok(writes.every((w) => w >= 1 && w <= 2), `each step is one or two membership writes: ${writes.join()}`);
+      if (assignment === "sticky") assert.ok(moved.every((m, i) => m <= (minimum[i] ?? 0) + 1), `sticky moves at most one more than the minimum: ${moved.join()} vs ${minimum.join()}`);
       assert.deepEqual(report.lost, [], "nothing lost");
       assert.deepEqual(report.outOfOrder, [], "per-key order of first handling kept");
       assert.equal(report.duplicates, 0, "planned changes hand partitions over without duplicates");

@@ -153,6 +153,29 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.equal(await d.drain(100), true);
   });
 
+  test("dispatcher - fenced (mayStart false): nothing starts, messages stay held and unsettled; they start in order once it may again", async () => {
+    const { events, log } = recorder();
+    let may = false;
+    const msgs = [1, 2, 3].map((s) => delivery(s, "k"));
+    const d = new Dispatcher(() => undefined, { ...policy({ mode: "partition", maxInFlight: 4 }), mayStart: () => may }, events);
+    for (const m of msgs) d.push(m.js);
+    await sleep(250);
+    assert.equal(d.running, 0, "nothing runs while fenced");
+    assert.deepEqual(log.handled, []);
+    assert.equal(d.size, 3, "the messages stay held");
+    for (const m of msgs) assert.deepEqual(m.calls, [], "nothing settled while fenced");
+    may = true;
+    await waitFor(() => log.handled.length === 3, 2000, "3 handled after the fence lifts");
+    assert.deepEqual(log.handled, [1, 2, 3]);
+    for (const m of msgs) assert.deepEqual(m.calls, ["ack"]);
+    // Fenced again in the middle of a drain: the drain still gives everything back.
+    may = false;
+    const later = [4, 5].map((s) => delivery(s, "k"));
+    for (const m of later) d.push(m.js);
+    assert.equal(await d.drain(100), true);
+    for (const m of later) assert.deepEqual(m.calls, ["nak"], "held messages go back on drain");
+  });
+
   test("dispatcher - key: keys run in parallel, one key never overlaps itself, and each key keeps its order", async () => {
     const { events, log } = recorder();
     const gate = new Gate();
