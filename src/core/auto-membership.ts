@@ -135,13 +135,14 @@ function sameMappings(a: readonly MemberMapping[], b: readonly MemberMapping[]):
 }
 
 /**
- * The config without `member`, for a graceful leave: only that member goes (its
- * partitions go to the members that stay, by the same rules as {@link planMembership});
- * nobody is added, and other auto members stay even if they look gone (reconciling
- * them is left to {@link planMembership}), so concurrent leaves never undo each other.
+ * The config without `member`, for a graceful leave: its partitions go to the listed
+ * auto members that are live in `view` (and to manual members, by the same rules as
+ * {@link planMembership}). Nobody is added, so leaves that run at the same time never
+ * bring each other back; listed auto members that are not live go too, since a last
+ * leaver leaves nobody behind to remove them.
  */
 export function planLeave(config: ElasticConsumerGroupConfig, view: AutoView, policy: AssignmentPolicy, member: string): MembershipPlan {
   const listedAuto = listedMembers(config).filter((m) => isAutoMember(view, m));
-  const live = new Set(listedAuto.filter((m) => m !== member));
+  const live = new Set(listedAuto.filter((m) => m !== member && view.live.has(m)));
   return planMembership(config, { registered: new Set([...view.registered, ...listedAuto]), live, leaving: new Set([member]) }, policy);
 }

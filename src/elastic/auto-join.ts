@@ -120,6 +120,8 @@ export class AutoMembership {
   /** Live leases per member: instance → lease. */
   private readonly leases = new Map<string, Map<string, LeaseValue>>();
   private readonly registered = new Set<string>();
+  /** Members whose last lease was deleted by its instance (not expired): no grace keeps them. */
+  private readonly leftCleanly = new Set<string>();
   private policy: AssignmentPolicy | undefined;
   private revision = 0;
   /** Since when this instance's renewals have gone through without a failure (performance.now()). */
@@ -138,6 +140,8 @@ export class AutoMembership {
   private renewing: Promise<void> = Promise.resolve();
   private closed = false;
   private leaving = false;
+  /** This member was last seen idle for want of a partition (said once per spell). */
+  private reportedIdle = false;
   private reconciling: Promise<void> = Promise.resolve();
   private hooks: AutoMemberHooks | undefined;
   private readonly started = new Date().toISOString();
@@ -174,9 +178,10 @@ export class AutoMembership {
         `member "${this.member}" of ${this.stream}.${this.group} was added by hand (or by Go, or the CLI), not by auto-join: auto instances never change such members; run it without autoJoin, or give the auto instances another member name`,
       );
     }
-    await this.ensurePolicy();
-    // The plan must be possible with this config (manual members in the other mode make it impossible).
+    // The plan must be possible with this config (manual members in the other mode make it
+    // impossible), checked before the policy is written, so a refused instance leaves nothing behind.
     planMembership(config, { registered: new Set([this.member]), live: new Set([this.member]) }, this.settings.assignment);
+    await this.ensurePolicy();
     await this.register();
     await this.acquire();
     void this.follow(await this.openWatch());
@@ -204,7 +209,10 @@ export class AutoMembership {
     for (let attempt = 0; attempt < 5; attempt++) {
       const entry = await this.get(key);
       const stored = entry ? policyOf(entry) : undefined;
-      if (stored === wanted) return void (this.policy = wanted);
+      if (stored === wanted) {
+        this.policy = wanted;
+        return;
+      }
       if (stored !== undefined) {
         throw new ConsumerGroupError(
           "AUTO_POLICY_CONFLICT",
@@ -219,6 +227,7 @@ export class AutoMembership {
         if (!isCasConflict(err)) throw wrapServerError(err, `writing the auto-join policy of ${this.stream}.${this.group}`);
       }
     }
+    throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't write the auto-join policy of ${this.stream}.${this.group}: it kept changing under this instance; try again`);
   }
 
   private async register(): Promise<void> {
@@ -331,6 +340,7 @@ export class AutoMembership {
     this.watch?.stop();
     this.leases.clear();
     this.registered.clear();
+    this.leftCleanly.clear();
     this.caughtUp = false;
     const watch = await watchGroupLeases(this.leaseKv, this.keys);
     this.watch = watch;
@@ -352,15 +362,22 @@ export class AutoMembership {
       if (event.present) this.registered.add(event.member);
       else this.registered.delete(event.member);
       // Our own registration removed under us (a reconciler that saw no lease): write it again.
-      if (!event.present && event.member === this.member && !this.closed && !this.leaving) void this.register().catch(() => undefined);
+      if (!event.present && event.member === this.member && !this.closed && !this.leaving) {
+        this.register().catch((err: unknown) => this.hooks?.reportError(wrapServerError(err, `registering member "${this.member}" again`), this.settings.settleMs));
+      }
     } else {
       let instances = this.leases.get(event.member);
       if (event.value) {
         if (!instances) this.leases.set(event.member, (instances = new Map<string, LeaseValue>()));
         instances.set(event.instance, event.value);
+        this.leftCleanly.delete(event.member);
       } else {
         instances?.delete(event.instance);
-        if (instances?.size === 0) this.leases.delete(event.member);
+        if (instances?.size === 0) {
+          this.leases.delete(event.member);
+          // Its last instance deleted its lease itself (a stop): it is gone, whatever the store went through.
+          if (!event.expired) this.leftCleanly.add(event.member);
+        }
       }
     }
     // A renewal changes nothing: only a member joining, leaving or expiring starts (or extends) a settle period.
@@ -415,9 +432,11 @@ export class AutoMembership {
     try {
       const view = await this.checkedView();
       const plan = await this.write((config) => planMembership(config, view, this.settings.assignment));
-      if (plan && this.hooks) {
-        if (plan.idle.includes(this.member)) this.hooks.publish({ type: "idle", reason: `more auto members than partitions (${plan.config.max_members}): member "${this.member}" waits for a partition to become free` });
+      const idle = plan?.idle.includes(this.member) ?? false;
+      if (plan && idle && !this.reportedIdle) {
+        this.hooks?.publish({ type: "idle", reason: `more auto members than partitions (${plan.config.max_members}): member "${this.member}" waits for a partition to become free` });
       }
+      this.reportedIdle = idle;
       await this.forgetDeparted(view);
     } catch (err) {
       const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `writing the membership of ${this.stream}.${this.group}`);
@@ -439,10 +458,13 @@ export class AutoMembership {
     if (gone.length === 0) return view;
     const live = new Set(view.live);
     const healthyFor = performance.now() - this.healthySince;
+    let deferred = false;
     for (const member of gone) {
-      if (healthyFor < this.settings.leaseTtlMs || (await this.hasLease(member))) live.add(member);
+      const grace = healthyFor < this.settings.leaseTtlMs && !this.leftCleanly.has(member);
+      deferred ||= grace;
+      if (grace || (await this.hasLease(member))) live.add(member);
     }
-    if (healthyFor < this.settings.leaseTtlMs) this.scheduleReconcile(this.settings.leaseTtlMs - healthyFor + 100);
+    if (deferred) this.scheduleReconcile(this.settings.leaseTtlMs - healthyFor + 100);
     return { ...view, live };
   }
 
@@ -508,21 +530,26 @@ export class AutoMembership {
     this.leaving = true;
     clearTimeout(this.reconcileTimer);
     await this.reconciling;
-    if (this.otherInstances() > 0 || this.closed || this.lost) return false;
+    if (this.otherInstances() > 0 || this.closed) return false;
     try {
       // No renewal may race the leaving mark (both compare-and-set on the same revision).
       clearTimeout(this.renewTimer);
       await this.renewing;
-      const sent = performance.now();
-      this.revision = await writeLease(this.js, this.keys.lease(this.member, this.instance), this.leaseValue(), this.settings.leaseTtlMs, this.revision);
-      this.validUntil = sent + this.settings.leaseTtlMs;
+      if (this.lost) {
+        // A lease lost (the process stalled) is written again, marked as leaving: the member still leaves cleanly.
+        await this.acquire();
+      } else {
+        const sent = performance.now();
+        this.revision = await writeLease(this.js, this.keys.lease(this.member, this.instance), this.leaseValue(), this.settings.leaseTtlMs, this.revision);
+        this.validUntil = sent + this.settings.leaseTtlMs;
+      }
       this.scheduleRenew();
       if (!(await this.listed())) return false;
       if (this.othersAlive() && (await this.removedByOthers(performance.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
         await released();
         return true;
       }
-      const view = this.view();
+      const view = await this.checkedView();
       if (!isAutoMember(view, this.member)) return false;
       const plan = await this.write((config) => planLeave(config, view, this.settings.assignment, this.member));
       if (!plan || listedMembers(plan.config).includes(this.member)) {

@@ -51,7 +51,8 @@ export interface LeaseValue {
 
 /** One thing the group's lease watch saw. */
 export type LeaseEvent =
-  | { kind: "lease"; member: string; instance: string; value: LeaseValue | undefined }
+  /** A lease written, or gone: `expired` tells a lease the server removed (TTL) from one deleted by its instance. */
+  | { kind: "lease"; member: string; instance: string; value: LeaseValue | undefined; expired: boolean }
   | { kind: "registration"; member: string; present: boolean }
   | { kind: "policy"; policy: AssignmentPolicy | undefined }
   | { kind: "caught_up" };
@@ -180,7 +181,7 @@ export async function watchGroupLeases(kv: KV, keys: GroupLeaseKeys): Promise<{ 
     let caughtUp = false;
     for await (const entry of watcher) {
       const parsed = keys.parse(entry.key);
-      if (parsed?.kind === "lease") pending.push({ kind: "lease", member: parsed.member, instance: parsed.instance, value: leaseOf(entry) });
+      if (parsed?.kind === "lease") pending.push({ kind: "lease", member: parsed.member, instance: parsed.instance, value: leaseOf(entry), expired: entry.operation === "PURGE" });
       else if (parsed?.kind === "registration") pending.push({ kind: "registration", member: parsed.member, present: entry.operation === "PUT" });
       else if (parsed?.kind === "policy") pending.push({ kind: "policy", policy: policyOf(entry) });
       if (!caughtUp && (entry.isUpdate || entry.delta === 0)) {
