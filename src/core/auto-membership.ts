@@ -7,7 +7,7 @@
  * (see `elastic/lease-store.ts`); every other member of the config is *manual* and is
  * never removed or remapped here.
  */
-import { compareCodePoints } from "./assignment.js";
+import { compareCodePoints, effectiveMembers } from "./assignment.js";
 import { ConsumerGroupError } from "./errors.js";
 import { stickyMappings } from "./sticky-assignment.js";
 import type { ElasticConsumerGroupConfig, MemberMapping } from "./types.js";
@@ -60,8 +60,10 @@ const sorted = (names: Iterable<string>): string[] => [...names].sort(compareCod
  * auto members without a live lease (or leaving) are out.
  *
  * - `balanced`: `members` lists the manual members in their order, then the auto
- *   members already listed, then new ones in code-point order. A config in mapping
- *   mode is turned into a members list when every mapped member is an auto member.
+ *   members already listed, then new ones in code-point order while there are fewer
+ *   members than partitions (Go gives partitions to the first N in sorted order, so a
+ *   member beyond N could push out one already there); the others wait, idle. A config
+ *   in mapping mode is turned into a members list when every mapped member is an auto member.
  * - `sticky`: manual members' mappings stay exactly as they are; the auto members
  *   share the rest (see {@link stickyMappings}). A config with a `members` list is turned
  *   into mappings when every listed member is an auto member. When no auto member is
@@ -86,15 +88,20 @@ export function planMembership(config: ElasticConsumerGroupConfig, view: AutoVie
         `the group uses member mappings with members added by hand (${manual.join(", ")}); balanced auto-join would change their partitions: use assignment "sticky", or replace the mappings with a members list first`,
       );
     }
-    const members = [...manual, ...keptAuto, ...added];
-    const idle = sorted(members.slice(config.max_members).filter((m) => view.live.has(m)));
+    // Go gives partitions to the first N members in sorted order: an auto member listed beyond N
+    // could push a member already there (a manual Go member, say) out. New ones wait for room.
+    const room = Math.max(0, config.max_members - manual.length - keptAuto.length);
+    const admitted = added.slice(0, room);
+    const members = [...manual, ...keptAuto, ...admitted];
+    const owning = new Set(effectiveMembers(members, config.max_members));
+    const idle = live.filter((m) => !owning.has(m));
     const same = !usesMappings && members.length === (config.members ?? []).length && members.every((m, i) => m === config.members?.[i]);
     if (same) return { config, added: [], removed: [], idle };
     const next: ElasticConsumerGroupConfig = { ...config };
     delete next.member_mappings;
     if (members.length > 0) next.members = members;
     else delete next.members;
-    return { config: next, added, removed, idle };
+    return { config: next, added: admitted, removed, idle };
   }
   if (!usesMappings && manual.length > 0) {
     throw new ConsumerGroupError(

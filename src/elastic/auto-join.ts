@@ -12,9 +12,9 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView, type MembershipPlan } from "../core/auto-membership.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { assertValidName } from "../core/names.js";
+import { assertValidName, configKey } from "../core/names.js";
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
-import { ELASTIC, readConfig, updateConfig } from "../nats/config-store.js";
+import { ELASTIC, readConfig } from "../nats/config-store.js";
 import type { MemberStatus } from "../nats/member-types.js";
 import { wrapServerError } from "../nats/server-errors.js";
 import { GroupLeaseKeys, isCasConflict, leaseOf, policyOf, watchGroupLeases, writeLease, type LeaseEvent, type LeaseValue } from "./lease-store.js";
@@ -44,11 +44,19 @@ export interface AutoJoinSettings {
 }
 
 const DEFAULT_LEASE_TTL_MS = 10_000;
+/** The longest timer Node runs (2^31 - 1 ms); longer ones fire at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+/** The longest settle period accepted. */
+const MAX_SETTLE_MS = 600_000;
+/** The options `autoJoin` takes. */
+const AUTO_JOIN_KEYS = ["leaseTtlMs", "settleMs", "assignment"];
 const DEFAULT_SETTLE_MS = 3000;
 /** How long a burst of changes may postpone a reconcile, in settle periods. */
 const MAX_SETTLE_PERIODS = 3;
 /** How soon a failed renewal is tried again. */
 const RENEW_RETRY_MS = 500;
+/** Compare-and-set attempts of one membership write. */
+const MAX_WRITE_ATTEMPTS = 20;
 /** How often a leaving instance reads whether the others took its member out. */
 const LEAVE_POLL_MS = 100;
 /** How long a leaving instance waits for the others beyond three settle periods before it writes the change itself. */
@@ -67,10 +75,17 @@ export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSet
   if (option !== true && (typeof option !== "object" || option === null || Array.isArray(option))) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin must be true or an object { leaseTtlMs, settleMs, assignment }, got ${JSON.stringify(option)}`);
   }
-  const given = option === true ? {} : (option as AutoJoinOptions);
-  const leaseTtlMs = given.leaseTtlMs ?? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs);
-  if (!Number.isFinite(leaseTtlMs) || leaseTtlMs < 1000) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.leaseTtlMs must be at least 1,000 ms (the server's TTLs are whole seconds), got ${String(given.leaseTtlMs)}`);
+  const given = option === true ? {} : (option as Record<string, unknown>);
+  const unknown = Object.keys(given).filter((k) => !AUTO_JOIN_KEYS.includes(k));
+  if (unknown.length > 0) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin has unknown option(s) ${unknown.map((k) => JSON.stringify(k)).join(", ")}: it takes ${AUTO_JOIN_KEYS.join(", ")}`);
+  }
+  const leaseTtlMs = given["leaseTtlMs"] ?? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs);
+  if (typeof leaseTtlMs !== "number" || !Number.isFinite(leaseTtlMs) || leaseTtlMs < 1000 || leaseTtlMs > MAX_TIMER_MS) {
+    throw new ConsumerGroupError(
+      "INVALID_ARGUMENT",
+      `autoJoin.leaseTtlMs must be a number of ms from 1,000 (the server's TTLs are whole seconds) to ${MAX_TIMER_MS.toLocaleString("en")} (about 24.8 days, the longest timer), got ${JSON.stringify(given["leaseTtlMs"])}`,
+    );
   }
   if (leaseTtlMs < ackWaitMs) {
     throw new ConsumerGroupError(
@@ -78,11 +93,13 @@ export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSet
       `autoJoin.leaseTtlMs (${leaseTtlMs} ms) is below the consumer's AckWait (${ackWaitMs} ms): a member would leave the group while a message it holds is not yet due for redelivery, and its old consumer would still block the new owner; use a lease TTL of at least AckWait`,
     );
   }
-  const settleMs = given.settleMs ?? DEFAULT_SETTLE_MS;
-  if (!Number.isFinite(settleMs) || settleMs < 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a non-negative number of ms, got ${String(given.settleMs)}`);
-  const assignment = given.assignment ?? "balanced";
+  const settleMs = given["settleMs"] ?? DEFAULT_SETTLE_MS;
+  if (typeof settleMs !== "number" || !Number.isFinite(settleMs) || settleMs < 0 || settleMs > MAX_SETTLE_MS) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a number of ms from 0 to ${MAX_SETTLE_MS.toLocaleString("en")} (10 minutes), got ${JSON.stringify(given["settleMs"])}`);
+  }
+  const assignment = given["assignment"] === undefined ? "balanced" : given["assignment"];
   if (assignment !== "balanced" && assignment !== "sticky") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${JSON.stringify(given.assignment)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${JSON.stringify(given["assignment"])}`);
   }
   return { leaseTtlMs, settleMs, assignment };
 }
@@ -182,10 +199,12 @@ export class AutoMembership {
     // impossible), checked before the policy is written, so a refused instance leaves nothing behind.
     planMembership(config, { registered: new Set([this.member]), live: new Set([this.member]) }, this.settings.assignment);
     await this.ensurePolicy();
-    await this.register();
+    // The lease first and renewed from then on: a start slower than the TTL must not lose it, and a
+    // registration is never seen without its lease (a peer would take it for a member that left).
     await this.acquire();
-    void this.follow(await this.openWatch());
     this.scheduleRenew();
+    await this.register();
+    void this.follow(await this.openWatch());
     this.periodicTimer = setInterval(() => this.scheduleReconcile(0), Math.max(this.settings.leaseTtlMs, 5000));
     this.periodicTimer.unref();
   }
@@ -212,6 +231,17 @@ export class AutoMembership {
       if (stored === wanted) {
         this.policy = wanted;
         return;
+      }
+      if (stored !== undefined && entry && !(await this.anyLiveLease())) {
+        // Left by instances that are all gone (or by one that was refused): nobody follows it any more.
+        try {
+          await this.leaseKv.update(key, JSON.stringify({ assignment: wanted }), entry.revision);
+          this.policy = wanted;
+          return;
+        } catch (err) {
+          if (!isCasConflict(err)) throw wrapServerError(err, `writing the auto-join policy of ${this.stream}.${this.group}`);
+          continue;
+        }
       }
       if (stored !== undefined) {
         throw new ConsumerGroupError(
@@ -277,8 +307,10 @@ export class AutoMembership {
       if (this.lost) {
         // The bucket may be gone (deleted, or lost with its stream): made again as on a first start.
         await this.ensureBucket();
-        await this.register();
         await this.acquire();
+        await this.register();
+        // A bucket made again lost the policy too.
+        await this.ensurePolicy().catch((err: unknown) => this.hooks?.reportError(wrapServerError(err, `writing the auto-join policy again`), this.settings.settleMs));
         this.hooks?.publish({ type: "lease_restored" });
         this.scheduleReconcile(this.settings.settleMs);
       } else {
@@ -430,14 +462,13 @@ export class AutoMembership {
       return;
     }
     try {
-      const view = await this.checkedView();
-      const plan = await this.write((config) => planMembership(config, view, this.settings.assignment));
-      const idle = plan?.idle.includes(this.member) ?? false;
-      if (plan && idle && !this.reportedIdle) {
+      const plan = await this.write((config, view) => planMembership(config, view, this.settings.assignment));
+      const idle = plan.idle.includes(this.member);
+      if (idle && !this.reportedIdle) {
         this.hooks?.publish({ type: "idle", reason: `more auto members than partitions (${plan.config.max_members}): member "${this.member}" waits for a partition to become free` });
       }
       this.reportedIdle = idle;
-      await this.forgetDeparted(view);
+      await this.forgetDeparted(this.view());
     } catch (err) {
       const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `writing the membership of ${this.stream}.${this.group}`);
       this.hooks?.reportError(error, this.settings.settleMs);
@@ -468,36 +499,72 @@ export class AutoMembership {
     return { ...view, live };
   }
 
-  /** Whether the bucket holds a live lease of `member` now (listed keys include expired leases' markers: each is read). */
-  private async hasLease(member: string): Promise<boolean> {
+  /** Whether the bucket holds a live lease of `member` that is not leaving (listed keys include expired leases' markers: each is read). */
+  private hasLease(member: string): Promise<boolean> {
+    return this.liveLeaseUnder(this.keys.memberLeases(member), `member "${member}"`);
+  }
+
+  /** Whether any auto instance of the group holds a live lease that is not leaving. */
+  private anyLiveLease(): Promise<boolean> {
+    return this.liveLeaseUnder(this.keys.allLeases, `${this.stream}.${this.group}`);
+  }
+
+  private async liveLeaseUnder(filter: string, whose: string): Promise<boolean> {
     try {
       const keys: string[] = [];
-      for await (const key of await this.leaseKv.keys(this.keys.memberLeases(member))) keys.push(key);
+      for await (const key of await this.leaseKv.keys(filter)) keys.push(key);
       for (const key of keys) {
         const entry = await this.leaseKv.get(key);
-        if (entry && leaseOf(entry)) return true;
+        const lease = entry ? leaseOf(entry) : undefined;
+        if (lease && !lease.leaving) return true;
       }
       return false;
     } catch (err) {
-      throw wrapServerError(err, `listing the leases of member "${member}"`);
+      throw wrapServerError(err, `listing the leases of ${whose}`);
     }
   }
 
   /**
-   * Compare-and-set of the config through `plan`.
+   * Whether `member` may be added: it holds a live lease that is not leaving and is
+   * registered, read from the bucket now. A view that fell behind (a slow link, a
+   * starved process) must never bring back a member that has left: with its
+   * registration deleted it would look like a member added by hand, and stay.
+   */
+  private async mayAdd(member: string): Promise<boolean> {
+    const registration = await this.get(this.keys.registration(member));
+    return registration?.operation === "PUT" && (await this.hasLease(member));
+  }
+
+  /**
+   * Compare-and-set of the config through `plan`, from a fresh config and a fresh view
+   * on every attempt; members the plan would add are first checked against the bucket
+   * (see {@link AutoMembership.mayAdd}) and left out when they do not hold up.
    *
    * @returns the plan written (or the plan for the current config when nothing changed)
    */
-  private async write(plan: (config: ElasticConsumerGroupConfig) => MembershipPlan): Promise<MembershipPlan | undefined> {
-    let last: MembershipPlan | undefined;
-    const stored = await updateConfig(this.configKv, ELASTIC, this.stream, this.group, (config) => {
-      last = plan(config);
-      return last.config;
-    });
-    if (last && last.config === stored.config && (last.added.length > 0 || last.removed.length > 0)) {
-      this.hooks?.publish({ type: "membership_written", revision: stored.revision, added: last.added, removed: last.removed });
+  private async write(plan: (config: ElasticConsumerGroupConfig, view: AutoView) => MembershipPlan): Promise<MembershipPlan> {
+    for (let attempt = 1; attempt <= MAX_WRITE_ATTEMPTS; attempt++) {
+      const stored = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
+      let view = await this.checkedView();
+      let next = plan(stored.config, view);
+      const unproven: string[] = [];
+      for (const member of next.added) if (!(await this.mayAdd(member))) unproven.push(member);
+      if (unproven.length > 0) {
+        view = { ...view, live: new Set([...view.live].filter((m) => !unproven.includes(m))) };
+        next = plan(stored.config, view);
+      }
+      if (next.config === stored.config) return next;
+      ELASTIC.validate(next.config);
+      try {
+        const revision = await this.configKv.update(configKey(this.stream, this.group), ELASTIC.encode(next.config), stored.revision);
+        if (next.added.length > 0 || next.removed.length > 0) this.hooks?.publish({ type: "membership_written", revision, added: next.added, removed: next.removed });
+        return next;
+      } catch (err) {
+        if (!isCasConflict(err)) throw wrapServerError(err, `putting the elastic consumer group's config in the bucket`);
+        await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
+      }
     }
-    return last;
+    throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't update the elastic consumer group's config: ${MAX_WRITE_ATTEMPTS} concurrent writers won in a row; retrying at the next reconcile`);
   }
 
   /** Registrations of auto members that have no lease and are no longer listed are deleted. */
@@ -549,10 +616,9 @@ export class AutoMembership {
         await released();
         return true;
       }
-      const view = await this.checkedView();
-      if (!isAutoMember(view, this.member)) return false;
-      const plan = await this.write((config) => planLeave(config, view, this.settings.assignment, this.member));
-      if (!plan || listedMembers(plan.config).includes(this.member)) {
+      if (!isAutoMember(this.view(), this.member)) return false;
+      const plan = await this.write((config, view) => planLeave(config, view, this.settings.assignment, this.member));
+      if (listedMembers(plan.config).includes(this.member)) {
         this.hooks?.reportError(
           new ConsumerGroupError(
             "ASSIGNMENT_CONFLICT",
@@ -593,11 +659,11 @@ export class AutoMembership {
   }
 
   /**
-   * Stops renewing and deletes this instance's lease. The group's last auto instance
-   * also deletes its member's registration (when the member is no longer listed) and
-   * the group's policy; otherwise registrations are left to the other instances'
-   * reconcilers, which delete one only when its member is neither listed nor leased, so
-   * a reconciler acting on an older view can never turn a member into a manual one.
+   * Stops renewing and deletes this instance's lease. The member's last instance also
+   * deletes the member's registration once the member is no longer listed (a
+   * reconciler never adds a member without a live lease, so nothing can bring it back
+   * as a manual one). The group's policy stays; an instance that finds it with no live
+   * auto instance replaces it.
    */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -606,20 +672,17 @@ export class AutoMembership {
     clearTimeout(this.reconcileTimer);
     clearInterval(this.periodicTimer);
     this.watch?.stop();
-    const others = [...this.leases.entries()].some(([member, instances]) => [...instances.keys()].some((id) => member !== this.member || id !== this.instance));
+    const last = this.otherInstances() === 0;
     try {
       await this.leaseKv.delete(this.keys.lease(this.member, this.instance));
-      if (others) return;
+      if (!last) return;
       const listed = listedMembers((await readConfig(this.configKv, ELASTIC, this.stream, this.group)).config);
       if (!listed.includes(this.member)) await this.leaseKv.delete(this.keys.registration(this.member));
-      if (listed.some((m) => this.registered.has(m))) return;
-      // The group's last auto member: forget the policy, so a new fleet may choose another.
-      const policy = await this.leaseKv.get(this.keys.policy);
-      if (policy?.operation === "PUT") await this.leaseKv.delete(this.keys.policy, { previousSeq: policy.revision });
     } catch (err) {
       // The lease expires by itself; a registration left behind is removed by the next reconcile.
-      if (!isCasConflict(err) && !(err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND")) this.hooks?.reportError(wrapServerError(err, `removing the lease of member "${this.member}"`), 0);
+      if (!(err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND")) this.hooks?.reportError(wrapServerError(err, `removing the lease of member "${this.member}"`), 0);
     }
   }
+
 
 }

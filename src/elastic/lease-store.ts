@@ -66,6 +66,10 @@ export class GroupLeaseKeys {
   lease(member: string, instance: string): string {
     return `${this.prefix}.lease.${memberToken(member)}.${instance}`;
   }
+  /** Every lease of the group (a key filter). */
+  get allLeases(): string {
+    return `${this.prefix}.lease.*.*`;
+  }
   /** Every lease of `member` (a key filter). */
   memberLeases(member: string): string {
     return `${this.prefix}.lease.${memberToken(member)}.*`;

@@ -7,6 +7,8 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
 /** A running proxy. */
 export interface TcpProxy {
   url: string;
+  /** Sets the delay each chunk gets in each direction from now on (a link that becomes slow). */
+  setDelay(ms: number): void;
   /** Destroys every proxied connection (both sides), as a lost network would. */
   dropAll(): void;
   /** Drops every connection and refuses new ones for `ms` (an outage longer than a reconnect). */
@@ -18,9 +20,11 @@ export interface TcpProxy {
  * Starts a proxy on a free loopback port that forwards to 127.0.0.1:`targetPort`.
  *
  * @param delayMs - added to every chunk in each direction (a slow link); 0 pipes directly
+ * @param adjustable - the delay may change later ({@link TcpProxy.setDelay})
  */
-export async function startTcpProxy(targetPort: number, delayMs = 0): Promise<TcpProxy> {
+export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable = false): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  let delay = delayMs;
   let refusing = false;
   const server: Server = createServer((client) => {
     if (refusing) {
@@ -33,9 +37,16 @@ export async function startTcpProxy(targetPort: number, delayMs = 0): Promise<Tc
       s.on("close", () => sockets.delete(s));
       s.on("error", () => s.destroy());
     }
-    if (delayMs > 0) {
-      // Same delay for every chunk: order is kept.
-      const forward = (from: Socket, to: Socket): void => void from.on("data", (chunk) => setTimeout(() => to.destroyed || to.write(chunk), delayMs));
+    if (delayMs > 0 || adjustable) {
+      // Each chunk leaves `delay` after it came, and never before the one ahead of it: order is kept when the delay changes.
+      const forward = (from: Socket, to: Socket): void => {
+        let lastDue = 0;
+        from.on("data", (chunk) => {
+          const due = Math.max(Date.now() + delay, lastDue);
+          lastDue = due;
+          setTimeout(() => to.destroyed || to.write(chunk), due - Date.now());
+        });
+      };
       forward(client, upstream);
       forward(upstream, client);
     } else {
@@ -50,6 +61,10 @@ export async function startTcpProxy(targetPort: number, delayMs = 0): Promise<Tc
   const port = typeof address === "object" && address ? address.port : 0;
   return {
     url: `nats://127.0.0.1:${port}`,
+    setDelay(ms) {
+      if (!adjustable && delayMs === 0) throw new Error("start the proxy with adjustable = true to change its delay");
+      delay = ms;
+    },
     dropAll() {
       for (const s of sockets) s.destroy();
     },

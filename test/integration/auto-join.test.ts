@@ -19,7 +19,8 @@ import {
   type ElasticConsumerGroupConfig,
   type MemberStatus,
 } from "../../src/index.js";
-import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { connectTo, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { startTcpProxy } from "../helpers/tcp-proxy.js";
 import { nanos, rejectsWithCode, sleep } from "../helpers/elastic-util.js";
 
 describe("auto-join", () => {
@@ -39,6 +40,8 @@ describe("auto-join", () => {
     await createElastic(env.js, { stream, group: "g", maxMembers, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
     return { stream, group: "g" };
   }
+
+  const listedOf = (c: ElasticConsumerGroupConfig): string[] => ((c.members ?? []).length > 0 ? (c.members ?? []) : (c.member_mappings ?? []).map((m) => m.member));
 
   async function config(stream: string): Promise<{ config: ElasticConsumerGroupConfig; revision: number }> {
     const kv = await new Kvm(env.js).open("elastic-consumer-groups");
@@ -132,10 +135,12 @@ describe("auto-join", () => {
   test("auto-join - more auto members than partitions: the extra ones idle, say so, and take over when a member leaves", async () => {
     const { stream } = await group(2);
     const events: MemberStatus[] = [];
-    const ms = [await auto(stream, "a"), await auto(stream, "b"), await auto(stream, "c", { events })];
-    await waitFor(async () => ((await config(stream)).config.members ?? []).length === 3, 10_000, "3 members listed");
+    const ms = [await auto(stream, "a"), await auto(stream, "b")];
+    await waitFor(async () => ((await config(stream)).config.members ?? []).length === 2, 10_000, "a and b listed");
+    ms.push(await auto(stream, "c", { events }));
     await waitFor(() => events.some((e) => e.type === "idle" && /more auto members than partitions/.test(e.reason)), 10_000, "c says why it idles");
     assert.deepEqual(ms[2]?.partitions(), []);
+    assert.deepEqual((await config(stream)).config.members, ["a", "b"], "no more members listed than partitions");
     await ms[0]?.stop();
     await waitFor(() => (ms[2]?.partitions().length ?? 0) === 1, 10_000, "c takes a partition when a leaves");
     assert.deepEqual((await config(stream)).config.members, ["b", "c"]);
@@ -213,5 +218,87 @@ describe("auto-join", () => {
     const leases = await new Kvm(env.js).open(LEASE_BUCKET);
     await waitFor(async () => (await leases.get(`${stream}.g.auto.Yg`))?.operation !== "PUT", 10_000, "b's registration deleted (Yg is b in base64url)");
     assert.equal((await leases.get(`${stream}.g.auto.YQ`))?.operation, "PUT", "a's registration stays");
+  });
+
+  test("auto-join - review: a peer behind a slow link never brings back a member that left (it would look manual and stay)", async () => {
+    const { stream } = await group(6);
+    const proxy = await startTcpProxy(Number(new URL(env.server.url).port), 0, true);
+    try {
+      const a = await auto(stream, "a", { settleMs: 300, leaseTtlMs: 3000, assignment: "sticky" });
+      void a;
+      const slow = await connectTo(proxy.url);
+      const g = await elasticConsume(slow.js, { stream, group: "g", member: "g", consumerConfig: { ack_wait: nanos(1000) }, autoJoin: { settleMs: 300, leaseTtlMs: 3000, assignment: "sticky" }, handler: () => undefined });
+      running.push(g);
+      await waitFor(async () => listedOf((await config(stream)).config).length === 2, 15_000, "a and g listed");
+      await sleep(1000);
+      proxy.setDelay(400);
+      await sleep(1500);
+      const x = await auto(stream, "x", { settleMs: 300, leaseTtlMs: 3000, assignment: "sticky" });
+      await waitFor(async () => listedOf((await config(stream)).config).includes("x"), 10_000, "x listed");
+      await x.stop();
+      await sleep(6000);
+      assert.ok(!listedOf((await config(stream)).config).includes("x"), `x, stopped, is not listed again: ${JSON.stringify(listedOf((await config(stream)).config))}`);
+      proxy.setDelay(0);
+      await g.stop();
+      await slow.nc.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("auto-join - review: every instance stopped at once leaves no registration behind; a member of that name added later by hand is never removed", async () => {
+    const { stream } = await group(4);
+    const ms = [await auto(stream, "a"), await auto(stream, "b")];
+    await waitFor(async () => listedOf((await config(stream)).config).length === 2, 10_000, "a and b listed");
+    await Promise.all(ms.map((m) => m.stop()));
+    assert.deepEqual(listedOf((await config(stream)).config), []);
+    const leases = await new Kvm(env.js).open(LEASE_BUCKET);
+    for (const token of ["YQ", "Yg"]) assert.notEqual((await leases.get(`${stream}.g.auto.${token}`))?.operation, "PUT", `registration ${token} deleted`);
+    await addMembers(env.js, stream, "g", ["a"]);
+    await auto(stream, "d");
+    await waitFor(async () => listedOf((await config(stream)).config).includes("d"), 10_000, "d listed");
+    await sleep(1500);
+    assert.deepEqual(listedOf((await config(stream)).config), ["a", "d"], "the manual a stays");
+  });
+
+  test("auto-join - review: a refused instance leaves no policy behind, and a policy no live instance follows is replaced", async () => {
+    const { stream } = await group(4);
+    await addMembers(env.js, stream, "g", ["go1"]);
+    await rejectsWithCode(elasticConsume(env.js, { stream, group: "g", member: "s", consumerConfig: { ack_wait: nanos(1000) }, autoJoin: { assignment: "sticky" }, handler: () => undefined }), "ASSIGNMENT_CONFLICT");
+    const b = await auto(stream, "b", { assignment: "balanced" });
+    await waitFor(async () => listedOf((await config(stream)).config).join() === "go1,b", 10_000, "b listed after go1");
+    await b.stop();
+    // A policy left behind by instances that are all gone (here: written by hand) does not bind a new fleet.
+    const leases = await new Kvm(env.js).open(LEASE_BUCKET);
+    await leases.put(`${stream}.g.policy`, JSON.stringify({ assignment: "sticky" }));
+    const c = await auto(stream, "c", { assignment: "balanced" });
+    await c.stop();
+  });
+
+  test("auto-join - review: a start slower than the lease TTL keeps its lease and its registration", async () => {
+    const { stream } = await group(4);
+    const a = await auto(stream, "a", { settleMs: 300, leaseTtlMs: 2000 });
+    void a;
+    const proxy = await startTcpProxy(Number(new URL(env.server.url).port), 300, true);
+    try {
+      const slow = await connectTo(proxy.url);
+      const events: MemberStatus[] = [];
+      const m = await elasticConsume(slow.js, { stream, group: "g", member: "slow", consumerConfig: { ack_wait: nanos(1000) }, autoJoin: { settleMs: 300, leaseTtlMs: 2000 }, handler: () => undefined });
+      running.push(m);
+      void (async () => {
+        for await (const e of m.status()) events.push(e);
+      })();
+      await waitFor(async () => listedOf((await config(stream)).config).includes("slow"), 20_000, "slow listed");
+      await sleep(3000);
+      const leases = await new Kvm(env.js).open(LEASE_BUCKET);
+      assert.equal((await leases.get(`${stream}.g.auto.${Buffer.from("slow").toString("base64url")}`))?.operation, "PUT", "its registration stays");
+      assert.deepEqual(events.filter((e) => e.type === "lease_lost"), [], "no lease lost");
+      assert.deepEqual(listedOf((await config(stream)).config).sort(), ["a", "slow"]);
+      proxy.setDelay(0);
+      await m.stop();
+      await slow.nc.close();
+    } finally {
+      await proxy.close();
+    }
   });
 });

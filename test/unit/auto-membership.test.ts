@@ -59,6 +59,16 @@ describe("auto-membership - planning (no server)", () => {
   test("auto-membership - more auto members than partitions: the extra ones are reported idle", () => {
     const balanced = planMembership(base(2), view(["a", "b", "c"], ["a", "b", "c"]), "balanced");
     assert.deepEqual(balanced.idle, ["c"]);
+    assert.deepEqual(balanced.config.members, ["a", "b"], "only as many listed as there are partitions");
+    // The idle one is the one Go gives no partition: sorted order, not list order.
+    const listedLate = planMembership(base(2, { members: ["m1", "m2"] }), view(["m0", "m1", "m2"], ["m0", "m1", "m2"]), "balanced");
+    assert.deepEqual(listedLate.config.members, ["m1", "m2"]);
+    assert.deepEqual(listedLate.idle, ["m0"]);
+    // A manual Go member is never pushed out of the partitions by auto members that sort before it.
+    const goMember = planMembership(base(2, { members: ["worker-go"] }), view(["auto-1", "auto-2"], ["auto-1", "auto-2"]), "balanced");
+    assert.deepEqual(goMember.config.members, ["worker-go", "auto-1"]);
+    assert.deepEqual(partitionOwners(goMember.config).filter((o) => o === "worker-go").length, 1);
+    assert.deepEqual(goMember.idle, ["auto-2"]);
     const sticky = planMembership(base(2), view(["a", "b", "c"], ["a", "b", "c"]), "sticky");
     assert.deepEqual(sticky.idle, ["c"]);
     assert.deepEqual(listedMembers(sticky.config), ["a", "b"]);
@@ -110,7 +120,23 @@ describe("auto-membership - options (no server)", () => {
     assert.deepEqual(resolveAutoJoin(true, 5000), { leaseTtlMs: 10_000, settleMs: 3000, assignment: "balanced" });
     assert.deepEqual(resolveAutoJoin(true, 30_000), { leaseTtlMs: 30_000, settleMs: 3000, assignment: "balanced" });
     assert.deepEqual(resolveAutoJoin({ leaseTtlMs: 5000, settleMs: 0, assignment: "sticky" }, 5000), { leaseTtlMs: 5000, settleMs: 0, assignment: "sticky" });
-    for (const bad of [{ leaseTtlMs: 4999 }, { leaseTtlMs: 999 }, { leaseTtlMs: Number.NaN }, { settleMs: -1 }, { assignment: "rr" }, "yes", 1, []]) {
+    assert.match(String((() => { try { resolveAutoJoin({ leaseTtlMs: "5000" }, 1000); } catch (err) { return (err as Error).message; } return ""; })()), /got "5000"/);
+    for (const bad of [
+      { leaseTtlMs: 4999 },
+      { leaseTtlMs: 999 },
+      { leaseTtlMs: Number.NaN },
+      { leaseTtlMs: 3e9 },
+      { leaseTtlMs: 1e308 },
+      { leaseTtlMs: "5000" },
+      { settleMs: -1 },
+      { settleMs: 1e10 },
+      { assignment: "rr" },
+      { assignment: null },
+      { leaseTTL: 5000 },
+      "yes",
+      1,
+      [],
+    ]) {
       assert.equal(codeOf(() => resolveAutoJoin(bad, 5000)), "INVALID_ARGUMENT", JSON.stringify(bad));
     }
   });
