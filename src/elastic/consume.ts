@@ -227,7 +227,8 @@ export interface ElasticConsumeOptions extends Omit<ConsumeOptions, "member"> {
  *
  * @returns a handle to stop the instance and follow its status
  * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`,
- *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `SERVER_TOO_OLD`
+ *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `SERVER_TOO_OLD`; with `autoJoin` also `INVALID_ARGUMENT` (the
+ *   auto-join options), `MEMBER_NOT_AUTO`, `ASSIGNMENT_CONFLICT`, `AUTO_POLICY_CONFLICT`
  *
  * @example
  * ```ts
