@@ -38,13 +38,23 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
       s.on("error", () => s.destroy());
     }
     if (delayMs > 0 || adjustable) {
-      // Each chunk leaves `delay` after it came, and never before the one ahead of it: order is kept when the delay changes.
+      // Each chunk leaves `delay` after it came, through one queue per direction: never before the
+      // chunk ahead of it, whatever the delay was then (timers of different lengths may fire out of order).
       const forward = (from: Socket, to: Socket): void => {
-        let lastDue = 0;
-        from.on("data", (chunk) => {
-          const due = Math.max(Date.now() + delay, lastDue);
-          lastDue = due;
-          setTimeout(() => to.destroyed || to.write(chunk), due - Date.now());
+        const queue: { chunk: Buffer; due: number }[] = [];
+        let timer: NodeJS.Timeout | undefined;
+        const pump = (): void => {
+          timer = undefined;
+          while (queue.length > 0 && (queue[0]?.due ?? 0) <= Date.now()) {
+            const next = queue.shift();
+            if (next && !to.destroyed) to.write(next.chunk);
+          }
+          const head = queue[0];
+          if (head) timer = setTimeout(pump, Math.max(0, head.due - Date.now()));
+        };
+        from.on("data", (chunk: Buffer) => {
+          queue.push({ chunk, due: Date.now() + delay });
+          timer ??= setTimeout(pump, delay);
         });
       };
       forward(client, upstream);
