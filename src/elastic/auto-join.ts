@@ -246,7 +246,7 @@ export class AutoMembership {
       if (stored !== undefined) {
         throw new ConsumerGroupError(
           "AUTO_POLICY_CONFLICT",
-          `the auto members of ${this.stream}.${this.group} use assignment "${stored}", this instance asks for "${wanted}": start it with assignment "${stored}", or stop every auto instance of the group first (the policy is forgotten when the last one leaves)`,
+          `the auto members of ${this.stream}.${this.group} use assignment "${stored}", this instance asks for "${wanted}": start it with assignment "${stored}", or stop every auto instance of the group first (a policy no running auto instance follows is replaced)`,
         );
       }
       try {

@@ -127,7 +127,7 @@ describe("auto-join", () => {
     const policy = await rejectsWithCode(elasticConsume(env.js, { ...base, stream: other.stream, member: "p2", autoJoin: { assignment: "balanced" } }), "AUTO_POLICY_CONFLICT");
     assert.match(policy.message, /"sticky"/);
     await first.stop();
-    // The last auto member left: the policy is forgotten, and another fleet may choose another.
+    // The last auto member left: no running instance follows the policy, so another fleet may choose another.
     const second = await auto(other.stream, "p3", { assignment: "balanced" });
     await second.stop();
   });
