@@ -22,7 +22,10 @@ describe("auto-join - a 3-node cluster losing the lease bucket's leader", () => 
   before(async () => {
     cluster = await NatsCluster.start(3);
   });
+  /** Ends the test's own config watch and poller, whatever happened (they keep the process alive). */
+  let stopObserving = (): void => undefined;
   after(async () => {
+    stopObserving();
     await Promise.allSettled(members.map((m) => m.stop()));
     await Promise.allSettled(clients.map((c) => c.nc.close()));
     await cluster.stop();
@@ -31,8 +34,21 @@ describe("auto-join - a 3-node cluster losing the lease bucket's leader", () => 
   test("auto-join - cluster: the lease bucket's leader killed during a scale-up: no member dropped or listed twice, all five in", async () => {
     const admin = await open();
     const stream = uniqueName("ajc");
-    await admin.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], num_replicas: 3 });
-    await createElastic(admin.js, { stream, group: "g", maxMembers: 10, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    // A cluster just started may still be placing its first R3 assets: retried until it takes them.
+    await waitFor(
+      async () => {
+        try {
+          await admin.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], num_replicas: 3 });
+          await createElastic(admin.js, { stream, group: "g", maxMembers: 10, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      30_000,
+      "the R3 stream and group created",
+      250,
+    );
 
     // Every config the group goes through, and what the instances report.
     const history: string[][] = [];
@@ -52,6 +68,10 @@ describe("auto-join - a 3-node cluster losing the lease bucket's leader", () => 
       for await (const e of watch) record(e);
     })();
     let polling = true;
+    stopObserving = () => {
+      polling = false;
+      watch.stop();
+    };
     const poller = (async () => {
       while (polling) {
         const e = await configs.get(`${stream}.g`).catch(() => null);
