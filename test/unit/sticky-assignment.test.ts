@@ -9,21 +9,9 @@ import { partitionOwners } from "../../src/core/assignment.js";
 import { membersWithoutPartitions, minimumMoves, movedPartitions, stickyMappings } from "../../src/core/sticky-assignment.js";
 import type { MemberMapping } from "../../src/core/types.js";
 import { validateElasticConfig } from "../../src/core/validation.js";
+import { seededRandom } from "../../bench/lib/stats.js";
 
 type Owners = (string | undefined)[];
-
-/** xorshift32: a small seeded generator, so a failure replays exactly. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 2 ** 32;
-  };
-}
 
 function pick<T>(random: () => number, items: readonly T[]): T {
   return items[Math.floor(random() * items.length)] as T;
@@ -112,7 +100,7 @@ interface Step {
  * sticky and, on the same sequence, for Go's balanced mode.
  */
 function simulate(partitionCount: number, steps: number, seed: number, fixed: readonly MemberMapping[], maxMembers = 40): Step[] {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const frozen = structuredClone(fixed);
   const pool = NAMES.filter((n) => !fixed.some((f) => f.member === n));
   let members: string[] = [];
@@ -149,7 +137,7 @@ function simulate(partitionCount: number, steps: number, seed: number, fixed: re
 
 /** A fixed mapping set holding about an eighth of the partitions, for two manual members. */
 function someFixed(partitionCount: number, seed: number): MemberMapping[] {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const held = shuffled(random, [...Array(partitionCount).keys()]).slice(0, Math.max(1, Math.floor(partitionCount / 8)));
   const half = Math.ceil(held.length / 2);
   const fixed = [{ member: "manual-a", partitions: held.slice(0, half) }];
@@ -254,7 +242,7 @@ describe("minimumMoves - brute force on tiny cases", () => {
   });
 
   test("minimumMoves - equals the brute-forced minimum on random P = 5..6 cases", () => {
-    const random = seeded(7);
+    const random = seededRandom(7);
     for (let i = 0; i < 300; i++) {
       const partitionCount = 5 + Math.floor(random() * 2);
       const before = Array.from({ length: partitionCount }, () => pick(random, alphabet));
@@ -348,7 +336,7 @@ describe("stickyMappings - behaviour", () => {
 
 describe("stickyMappings - determinism and hand-edited input", () => {
   test("stickyMappings - the same inputs in any order give the same result, duplicates included", () => {
-    const random = seeded(99);
+    const random = seededRandom(99);
     for (let i = 0; i < 200; i++) {
       const partitionCount = 1 + Math.floor(random() * 40);
       const names = shuffled(random, NAMES).slice(0, 1 + Math.floor(random() * 12));
