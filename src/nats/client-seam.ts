@@ -3,11 +3,12 @@
  * need four things the public API does not give: the consume's subscription (to
  * drain deliveries in transit), the consume's pull function (to hold pulls while the
  * local buffer is full), the connection behind a JetStream client (for raw requests
- * and its status), and a message's reply subject (the ack subject).
+ * and its status), and a message's reply subject (the ack subject). Ack coalescing
+ * needs a fifth: the connection's outbound flush, to hold it while handlers run.
  *
  * {@link checkClientShapes} checks those shapes when an instance starts and throws
  * `CLIENT_UNSUPPORTED` when an installed nats.js lacks them, instead of silently
- * skipping the handoff. `test/unit/client-seam.test.ts` checks them on the installed
+ * skipping the handoff. `test/integration/client-seam.test.ts` checks them on the installed
  * version; the peer dependency is pinned to the minor versions that passed.
  */
 import type { ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
@@ -94,7 +95,7 @@ export function checkConsumeShape(messages: ConsumerMessages): void {
  * @throws ConsumerGroupError `CLIENT_UNSUPPORTED`
  */
 export function checkClientShapes(js: JetStreamClient): void {
-  connectionOf(js);
+  protocolOf(connectionOf(js));
   apiPrefix(js);
 }
 
@@ -150,4 +151,63 @@ export function replySubject(m: JsMsg): string | undefined {
 /** The connection's status events, as an iterator that can be stopped. */
 export function connectionStatus(nc: NatsConnection): AsyncIterable<{ type: string; error?: unknown }> & { stop?: () => void } {
   return nc.status() as AsyncIterable<{ type: string; error?: unknown }> & { stop?: () => void };
+}
+
+/** The private surface of a nats.js connection's protocol handler we rely on. */
+interface ProtocolInternals {
+  flushPending?: () => void;
+}
+
+/** The protocol handler of a connection, and its outbound flush. */
+function protocolOf(nc: NatsConnection): { protocol: ProtocolInternals; flush: () => void } {
+  const protocol = (nc as unknown as { protocol?: ProtocolInternals }).protocol;
+  const flush = protocol?.flushPending;
+  if (!protocol || typeof flush !== "function") throw unsupported("the connection's outbound flush (protocol.flushPending)");
+  return { protocol, flush };
+}
+
+/** Holds back a connection's socket writes; see {@link connectionWrites}. */
+export interface HeldWrites {
+  /** From now on, what is published is queued in the connection's outbound buffer but not written. */
+  suspend(): void;
+  /** Writes everything queued meanwhile, in one socket write, and lets writes go out again. */
+  resume(): void;
+}
+
+/** One per connection: a second one made while the first holds would take its stand-in for the real flush. */
+const heldWrites = new WeakMap<NatsConnection, HeldWrites>();
+
+/**
+ * The outbound flush of a connection. nats.js queues every command in an outbound
+ * buffer and writes the buffer from a microtask queued by the first command after a
+ * write (`protocol.flushPending`). Suspending replaces that method on the instance with
+ * one that does nothing, so commands accumulate in order; resuming puts it back and
+ * writes. A flush of the connection's own (`nc.flush()`, a reconnect) while suspended
+ * waits for the resume like the rest; nothing is reordered or dropped.
+ *
+ * @throws ConsumerGroupError `CLIENT_UNSUPPORTED` when the connection has no such flush
+ */
+export function connectionWrites(nc: NatsConnection): HeldWrites {
+  const known = heldWrites.get(nc);
+  if (known) return known;
+  const { protocol, flush } = protocolOf(nc);
+  const shadowing = Object.prototype.hasOwnProperty.call(protocol, "flushPending");
+  const idle = (): void => undefined;
+  const writes: HeldWrites = {
+    suspend() {
+      protocol.flushPending = idle;
+    },
+    resume() {
+      if (protocol.flushPending !== idle) return;
+      if (shadowing) protocol.flushPending = flush;
+      else delete protocol.flushPending;
+      try {
+        flush.call(protocol);
+      } catch {
+        // a failed write surfaces on the connection (nats.js ignores it here too): nothing to add
+      }
+    },
+  };
+  heldWrites.set(nc, writes);
+  return writes;
 }

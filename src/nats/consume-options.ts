@@ -43,7 +43,8 @@ export interface ConsumeOptions extends MemberLifecycle {
    * - `partition`: up to `maxInFlight` at once, never two of the same partition;
    * - `key`: up to `maxInFlight` at once, never two of the same key.
    * Within a partition or key, a message starts only after the previous one's handler
-   * succeeded and its ack was sent. Every instance of a member must use the same mode.
+   * succeeded and its ack was sent (queued on the connection, ahead of anything sent
+   * after it). Every instance of a member must use the same mode.
    */
   concurrency?: ConcurrencyMode;
   /** Handlers running at once in `partition` and `key` modes. Default 16. */

@@ -2,9 +2,9 @@
  * Ordered concurrency inside one member instance. Messages go into lanes (one lane
  * in `serial` mode, one per partition or per key otherwise). Lanes run in parallel
  * up to `maxInFlight` handlers at once; within a lane, a message starts only after
- * the previous one's handler succeeded and its ack was sent (or it was
- * dead-lettered). A lane is kept in stream-sequence order, so a redelivered message
- * goes back in front of later ones.
+ * the previous one's handler succeeded and its ack was sent, that is queued on the
+ * connection ahead of anything sent later (or it was dead-lettered). A lane is kept
+ * in stream-sequence order, so a redelivered message goes back in front of later ones.
  *
  * A message that failed and waits for its next attempt (backoff, or a blocked key)
  * holds its lane but no handler slot: other keys keep flowing.
@@ -192,6 +192,11 @@ export class Dispatcher {
   ackPendingLimit = Number.POSITIVE_INFINITY;
   /** Called when a message left the dispatcher (room in the local buffer). */
   onRoom: (() => void) | undefined;
+  /**
+   * Called right before a handler's message is acked, so the acks of handlers that
+   * finish back to back can leave in one socket write (see `write-batch.ts`).
+   */
+  beforeAck: (() => void) | undefined;
   /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
   private pumping = false;
   /** Set while a fenced instance waits to look again whether it may start handlers. */
@@ -218,7 +223,8 @@ export class Dispatcher {
   /** Takes a delivered message. */
   push(m: JsMsg): void {
     // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
-    const done = this.settled.get(m.seq);
+    // (A first delivery cannot have been settled here: most messages skip the lookup.)
+    const done = m.info.deliveryCount > 1 ? this.settled.get(m.seq) : undefined;
     if (this.stopping) {
       if (done === "ack") m.ack();
       else if (done === "term") m.term();
@@ -458,16 +464,19 @@ export class Dispatcher {
   private run(lane: Lane, msg: LaneMessage): void {
     this.executing += 1;
     msg.attempts += 1;
-    // A handler that returns synchronously completes here, in the same tick as its
-    // delivery, so the acks of a whole batch leave in one socket write.
-    const pending = this.attempt(lane, msg);
-    if (pending) void pending.finally(() => this.attemptDone());
-    else this.attemptDone();
+    this.attempt(lane, msg);
   }
 
-  private attemptDone(): void {
+  /**
+   * The handler of an attempt returned (or threw, or its promise settled): its slot is
+   * free before its message is settled, so settling it starts the lane's next message
+   * in the same turn. (A synchronous handler finishes inside pump(): the running loop
+   * starts the next message, and the acks of a whole batch leave in one socket write.)
+   */
+  private finished(lane: Lane, msg: LaneMessage, started: number, failure: { error: unknown } | undefined): void {
     this.executing -= 1;
-    // Inside pump() (a synchronous handler) the running loop starts the next message itself.
+    if (failure) this.failed(lane, msg, failure.error);
+    else this.succeeded(lane, msg, started);
     this.pump();
   }
 
@@ -540,11 +549,8 @@ export class Dispatcher {
     if (!lane.head && !lane.awaiting && lane.queue.length === 0 && this.lanes.get(lane.key) === lane) this.lanes.delete(lane.key);
   }
 
-  /**
-   * Runs the handler once. Returns undefined when everything finished synchronously
-   * (the common case for synchronous handlers), else a promise of the rest.
-   */
-  private attempt(lane: Lane, msg: LaneMessage): Promise<void> | undefined {
+  /** Runs the handler once; {@link finished} takes its outcome, now or when its promise settles. */
+  private attempt(lane: Lane, msg: LaneMessage): void {
     const started = performance.now();
     if (msg.keyError !== undefined) {
       // The key function failed when it arrived: that is this message's first failed attempt.
@@ -558,32 +564,27 @@ export class Dispatcher {
           keyError = error;
         }
       }
-      if (keyError !== undefined) {
-        this.failed(lane, msg, keyFailure(msg, keyError));
-        return undefined;
-      }
+      if (keyError !== undefined) return this.finished(lane, msg, started, { error: keyFailure(msg, keyError) });
     }
     let result: void | Promise<void>;
     try {
       result = this.handler(msg);
     } catch (error) {
-      this.failed(lane, msg, error);
-      return undefined;
+      return this.finished(lane, msg, started, { error });
     }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        () => this.succeeded(lane, msg, started),
-        (error: unknown) => this.failed(lane, msg, error),
-      );
-    }
-    return this.succeeded(lane, msg, started);
+    if (!isPromiseLike(result)) return this.finished(lane, msg, started, undefined);
+    // One reaction per message: it settles the message and starts the next.
+    Promise.resolve(result).then(
+      () => this.finished(lane, msg, started, undefined),
+      (error: unknown) => this.finished(lane, msg, started, { error }),
+    );
   }
 
-  private succeeded(lane: Lane, msg: LaneMessage, started: number): Promise<void> | undefined {
+  private succeeded(lane: Lane, msg: LaneMessage, started: number): void {
     if (msg.settlement === undefined && this.stopping) {
       // While draining, the consumer may be deleted right after: wait for the server to
       // confirm the ack, or it could be lost and the message handled again elsewhere.
-      return msg.ackAck().then(
+      void msg.ackAck().then(
         () => {
           this.events.onHandled(msg, performance.now() - started);
           this.complete(lane, msg);
@@ -593,11 +594,14 @@ export class Dispatcher {
           this.complete(lane, msg);
         },
       );
+      return;
     }
-    if (msg.settlement === undefined) msg.ack();
+    if (msg.settlement === undefined) {
+      this.beforeAck?.();
+      msg.ack();
+    }
     this.events.onHandled(msg, performance.now() - started);
     this.complete(lane, msg);
-    return undefined;
   }
 
   /** An attempt failed: retry later without holding a slot, dead-letter, block, or nak (Go's serial mode). */

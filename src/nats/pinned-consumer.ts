@@ -8,13 +8,15 @@
  * A gate in front of the pulls bounds what is held in the process (the local cap),
  * whatever the consumer's `max_ack_pending`; while the gate is shut, or while the
  * instance drains, a pin keep-alive (a pull that cannot deliver) keeps the pin.
+ * The acks of handlers that finish back to back share a socket write (`write-batch.ts`).
  */
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import { createInbox, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
-import { apiPrefix, checkConsumeShape, connectionOf, consumePinId, consumeSubscription, gatePulls, replySubject } from "./client-seam.js";
+import { apiPrefix, checkConsumeShape, connectionOf, connectionWrites, consumePinId, consumeSubscription, gatePulls, replySubject } from "./client-seam.js";
+import { writeBatchOf } from "./write-batch.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
 const REDELIVERY_HOLD_MS = 500;
@@ -81,6 +83,8 @@ export class PinnedConsumer {
     this.nc = connectionOf(js);
     this.dispatcher = new Dispatcher(handler, policy, events);
     this.dispatcher.onRoom = () => this.onRoom();
+    const acks = writeBatchOf(connectionWrites(this.nc));
+    this.dispatcher.beforeAck = () => acks.hold();
   }
 
   /** The most recent `Nats-Pin-Id` seen on a message, if any. */

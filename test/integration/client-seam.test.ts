@@ -2,14 +2,32 @@
  * The one seam into nats.js internals (src/nats/client-seam.ts), checked on the
  * installed nats.js against a real server: every private field and method the
  * handoff and the local cap rely on is there with the shape the seam expects, the
- * pull gate really bounds what is pulled, and server errors are recognised by shape.
+ * pull gate really bounds what is pulled, the outbound flush can be held (and a run of
+ * acks then leaves in one socket write), and server errors are recognised by shape.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { JetStreamApiError, jetstream, type ConsumerMessages } from "@nats-io/jetstream";
-import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, consumePinId, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, connectionWrites, consumePinId, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
+import { writeBatchOf } from "../../src/nats/write-batch.js";
 import { ApiCode, apiErrorCode } from "../../src/nats/server-errors.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+
+/** Counts the socket writes of a connection (its transport's sends). */
+function countWrites(nc: NatsConnection): () => number {
+  const transport = (nc as unknown as { protocol: { transport: { send(frame: Uint8Array): void } } }).protocol.transport;
+  const send = transport.send.bind(transport);
+  let writes = 0;
+  transport.send = (frame) => {
+    writes += 1;
+    send(frame);
+  };
+  return () => writes;
+}
+
+/** One macrotask later: any flush nats.js queued as a microtask has run. */
+const nextMacrotask = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 describe("client seam - the installed nats.js", () => {
   let env: TestEnv;
@@ -27,8 +45,10 @@ describe("client seam - the installed nats.js", () => {
     assert.equal(apiPrefix(jetstream(env.nc, { domain: "hub" })), "$JS.hub.API");
   });
 
-  test("client seam - a client without a connection is refused with CLIENT_UNSUPPORTED", () => {
+  test("client seam - a client without a connection, or a connection without its outbound flush, is refused with CLIENT_UNSUPPORTED", () => {
     assert.throws(() => checkClientShapes({} as never), (e: unknown) => (e as { code?: string }).code === "CLIENT_UNSUPPORTED" && /~3\.4\.0/.test(String((e as Error).message)));
+    const noFlush = { nc: { publish() {}, request() {}, status() {} }, prefix: "$JS.API" };
+    assert.throws(() => checkClientShapes(noFlush as never), (e: unknown) => (e as { code?: string }).code === "CLIENT_UNSUPPORTED" && /flushPending/.test(String((e as Error).message)));
   });
 
   test("client seam - a pinned consume has its subscription, pull function and pin id, and the gate bounds the pulls", async () => {
@@ -54,6 +74,51 @@ describe("client seam - the installed nats.js", () => {
     gate.resume();
     await waitFor(() => got.length >= before + 5, 5000, "5 more once the gate lets 5 through");
     await messages.close();
+  });
+
+  test("client seam - the outbound flush: nothing is written while suspended, then everything in order in one write", async () => {
+    const subject = uniqueName("held");
+    const got: string[] = [];
+    const sub = env.nc.subscribe(subject, { callback: (_err, m) => void got.push(m.string()) });
+    await env.nc.flush();
+    const { nc } = await env.connect();
+    const socketWrites = countWrites(nc);
+    const writes = connectionWrites(nc);
+    assert.equal(connectionWrites(nc), writes, "one per connection");
+    writes.suspend();
+    for (let i = 1; i <= 5; i++) {
+      await Promise.resolve();
+      nc.publish(subject, `m${i}`);
+    }
+    await nextMacrotask();
+    assert.equal(socketWrites(), 0, "held while suspended");
+    writes.resume();
+    assert.equal(socketWrites(), 1, "written at once, together");
+    await waitFor(() => got.length === 5, 5000, "the 5 messages");
+    assert.deepEqual(got, ["m1", "m2", "m3", "m4", "m5"]);
+    nc.publish(subject, "m6");
+    await waitFor(() => got.length === 6, 5000, "a publish after the resume, written as usual");
+    sub.unsubscribe();
+  });
+
+  test("client seam - acks one promise reaction apart: one write each, as nats.js flushes; one write for the run with a write batch", async () => {
+    const subject = uniqueName("acks");
+    const { nc } = await env.connect();
+    const socketWrites = countWrites(nc);
+    const acks = writeBatchOf(connectionWrites(nc));
+    const run = async (batched: boolean): Promise<number> => {
+      const before = socketWrites();
+      for (let i = 0; i < 10; i++) {
+        await Promise.resolve();
+        if (batched) acks.hold();
+        nc.publish(subject, "+ACK");
+      }
+      await nextMacrotask();
+      return socketWrites() - before;
+    };
+    assert.equal(await run(false), 10, "nats.js writes once per reaction: the premise of the write batch");
+    assert.equal(await run(true), 1);
+    await nc.flush();
   });
 
   test("client seam - server errors are recognised by shape, not instanceof", async () => {

@@ -3,8 +3,8 @@
  * the JsMsg surface ConsumerGroupMessage uses (subject, seq, data, headers, info,
  * ack/nak/working/term/ackAck), recording how they were settled. Covers per-lane
  * order, redeliveries (in front, deduplicated, crossing an ack), maxInFlight, a
- * nak'ed message holding its lane, drain, retries with backoff, dead letters and
- * blocked lanes.
+ * nak'ed message holding its lane, drain, retries with backoff, dead letters,
+ * blocked lanes, and the acks of back-to-back handlers sharing a write.
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -12,6 +12,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
 import { DeadLetterHeaders, Dispatcher, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../../src/nats/message.js";
+import { WriteBatch } from "../../src/nats/write-batch.js";
 import { waitFor } from "../helpers/nats.js";
 
 const enc = new TextEncoder();
@@ -150,6 +151,35 @@ describe("dispatcher - scheduling (no server)", () => {
     for (const m of msgs) assert.deepEqual(m.calls, ["ack"]);
     assert.deepEqual(log.received, [1, 2, 3, 4]);
     assert.equal(d.size, 0);
+    assert.equal(await d.drain(100), true);
+  });
+
+  test("dispatcher - async handlers back to back: each starts after the previous ack was queued, and the run's acks share one write", async () => {
+    const { events, log } = recorder();
+    const trace: string[] = [];
+    const batch = new WriteBatch({ suspend: () => void trace.push("suspend"), resume: () => void trace.push("resume (written)") });
+    const msgs = [1, 2, 3, 4].map((s) => delivery(s, `k${s}`));
+    for (const m of msgs) {
+      const js = m.js as unknown as { ack: () => void };
+      const ack = js.ack;
+      js.ack = () => {
+        trace.push(`ack ${m.seq}`);
+        ack();
+      };
+    }
+    const d = new Dispatcher(
+      async (msg) => {
+        trace.push(`start ${msg.seq}`);
+        await Promise.resolve();
+      },
+      policy({ mode: "serial", maxInFlight: 1 }),
+      events,
+    );
+    d.beforeAck = () => batch.hold();
+    for (const m of msgs) d.push(m.js);
+    await waitFor(() => log.handled.length === 4, 2000, "4 handled");
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(trace, ["start 1", "suspend", "ack 1", "start 2", "ack 2", "start 3", "ack 3", "start 4", "ack 4", "resume (written)"]);
     assert.equal(await d.drain(100), true);
   });
 
