@@ -177,6 +177,8 @@ function elasticDriver(
       // The consumer is not durable: it goes away after inactive_threshold, as in Go.
     },
     replacedCopy(m) {
+      // Most of the time there is no source switch to check against: the header is not even read.
+      if (seen.record?.switchedAfterOrigin === undefined) return false;
       return isReplacedCopy(seen.record, m.headers?.get("Nats-Stream-Source"), seen.filters);
     },
   };

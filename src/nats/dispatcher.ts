@@ -86,9 +86,8 @@ export type Handler = (msg: ConsumerGroupMessage) => void | Promise<void>;
 
 interface Lane {
   key: string;
+  /** In stream order. */
   queue: LaneMessage[];
-  /** Stream sequences in `queue`: a redelivery is recognised without a scan. */
-  queued: Set<number>;
   /** The message this lane works on: its handler runs, or it waits for its next attempt. */
   head: LaneMessage | undefined;
   /** True while the lane is in the ready list. */
@@ -104,10 +103,11 @@ interface Lane {
 /** A message in a lane, with what the lane needs to know about it. */
 class LaneMessage extends ConsumerGroupMessage {
   nakDelayMs = 0;
-  /** When it was delivered: its AckWait runs from then, not from when its handler starts. */
-  readonly receivedAt = performance.now();
-  /** When the server last heard of it (delivery, or the last working()). */
-  lastBeatAt = this.receivedAt;
+  /**
+   * When the server last heard of it: the last working(), or at first the dispatcher's
+   * clock when it arrived (no later than its delivery, so beats come early, never late).
+   */
+  lastBeatAt: number;
   /** Handler attempts made here. */
   attempts = 0;
   /** The error of the key function, when it failed for this message (`key` mode). */
@@ -118,6 +118,11 @@ class LaneMessage extends ConsumerGroupMessage {
   lastError: unknown = undefined;
   /** Whether its lane was reported blocked. */
   reportedBlocked = false;
+
+  constructor(msg: JsMsg, partition: number, signal: AbortSignal, arrivedBy: number) {
+    super(msg, partition, signal);
+    this.lastBeatAt = arrivedBy;
+  }
 
   override nak(delayMs?: number): void {
     if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
@@ -152,6 +157,12 @@ export const DeadLetterHeaders = {
 const UNKEYED = "!";
 /** How soon a fenced dispatcher looks again whether it may start handlers. */
 const FENCE_RECHECK_MS = 100;
+/**
+ * Idle lanes are kept for their next message (making one per message costs more than
+ * the handler of a no-op consume) and dropped by the sweeper; past this many lanes an
+ * idle one is dropped at once.
+ */
+const IDLE_LANES_KEPT = 4096;
 
 /**
  * The lanes of one consume. Not reusable after {@link Dispatcher.drain}.
@@ -203,6 +214,8 @@ export class Dispatcher {
   private fenceTimer: NodeJS.Timeout | undefined;
   /** One timer sends working() for every message held here (a timer per message costs more than the handlers). */
   private sweeper: NodeJS.Timeout | undefined;
+  /** The time of the sweeper's last round (or its start): a message arriving now arrived no earlier. */
+  private sweptAt = 0;
 
   constructor(
     private readonly handler: Handler,
@@ -232,7 +245,8 @@ export class Dispatcher {
       else this.late.push(m);
       return;
     }
-    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal);
+    if (this.sweeper === undefined && this.policy.workingIntervalMs > 0) this.sweeper = this.startSweeper();
+    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal, this.sweptAt);
     this.yielding = false; // a delivery means this instance holds the pin (again)
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
@@ -240,22 +254,25 @@ export class Dispatcher {
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { key, queue: [], queued: new Set(), head: undefined, ready: false, awaiting: undefined };
+      lane = { key, queue: [], head: undefined, ready: false, awaiting: undefined };
       this.lanes.set(key, lane);
     }
     // A redelivery of what is in progress: the copy in progress settles it (unless that copy was nak'ed: then this is its retry).
     if (lane.head?.seq === msg.seq && lane.head.settlement !== "nak") return;
-    if (lane.queued.has(msg.seq)) {
-      lane.queue[lane.queue.findIndex((x) => x.seq === msg.seq)] = msg; // keep the freshest delivery
-      return;
+    // The queue is in stream order: only a message at or before its tail can be in it already.
+    const tail = lane.queue[lane.queue.length - 1];
+    if (tail !== undefined && tail.seq >= msg.seq) {
+      const known = lane.queue.findIndex((x) => x.seq === msg.seq);
+      if (known !== -1) {
+        lane.queue[known] = msg; // keep the freshest delivery
+        return;
+      }
     }
-    lane.queued.add(msg.seq);
     this.queuedCount += 1;
     let at = lane.queue.length;
     while (at > 0 && (lane.queue[at - 1]?.seq ?? 0) > msg.seq) at--;
     if (at === lane.queue.length) lane.queue.push(msg);
     else lane.queue.splice(at, 0, msg);
-    this.sweeper ??= this.startSweeper();
     this.schedule(lane);
     // The server sends fresh messages only once its redelivery queue is empty.
     // (or when the consumer's max_ack_pending is reached: then nothing else can come).
@@ -353,7 +370,6 @@ export class Dispatcher {
         this.heads -= 1;
       }
       back.push(...lane.queue.splice(0));
-      lane.queued.clear();
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
       lane.ready = false;
@@ -428,7 +444,6 @@ export class Dispatcher {
           continue;
         }
         lane.queue.shift();
-        lane.queued.delete(msg.seq);
         this.queuedCount -= 1;
         if (lane.awaiting) {
           clearTimeout(lane.awaiting.timer);
@@ -497,7 +512,7 @@ export class Dispatcher {
     lane.head = undefined;
     this.heads -= 1;
     this.schedule(lane);
-    this.forgetIfIdle(lane);
+    if (this.sweeper === undefined || this.lanes.size > IDLE_LANES_KEPT) this.forgetIfIdle(lane);
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
     this.onRoom?.();
     this.pump();
@@ -509,11 +524,12 @@ export class Dispatcher {
    * delivery or its last working()) is past half: nothing held in this process is
    * redelivered because it waited here.
    */
-  private startSweeper(): NodeJS.Timeout | undefined {
+  private startSweeper(): NodeJS.Timeout {
     const every = this.policy.workingIntervalMs;
-    if (every <= 0) return undefined;
+    this.sweptAt = performance.now();
     const timer = setInterval(() => {
       const now = performance.now();
+      this.sweptAt = now;
       const beat = (msg: LaneMessage): void => {
         if (msg.settlement === undefined && now - msg.lastBeatAt >= every * 0.75) {
           msg.working();
@@ -523,6 +539,7 @@ export class Dispatcher {
       for (const lane of this.lanes.values()) {
         if (lane.head) beat(lane.head);
         for (const msg of lane.queue) beat(msg);
+        this.forgetIfIdle(lane);
       }
     }, every / 4);
     timer.unref();
@@ -743,7 +760,6 @@ export class Dispatcher {
     const back: { seq: number; nak(): void }[] = this.late.splice(0);
     for (const lane of this.lanes.values()) {
       back.push(...lane.queue.splice(0));
-      lane.queued.clear();
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
     }

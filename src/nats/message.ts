@@ -4,7 +4,7 @@
  */
 import type { DeliveryInfo, JsMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { splitStoredSubject } from "../core/repartition.js";
+import { partitionOfStored, splitStoredSubject } from "../core/repartition.js";
 
 /** A signal that never aborts: messages handled outside a drain. */
 const NEVER_ABORTED: AbortSignal = new AbortController().signal;
@@ -149,5 +149,5 @@ export class ConsumerGroupMessage {
  * @returns NaN when the first token is not a number
  */
 export function partitionOfStoredSubject(subject: string): number {
-  return splitStoredSubject(subject).partition;
+  return partitionOfStored(subject);
 }

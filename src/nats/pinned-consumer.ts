@@ -58,8 +58,8 @@ export class PinnedConsumer {
   private readonly nc: NatsConnection;
   private stopping = false;
   private lastPinId: string | undefined;
-  /** The ack subject of the latest delivery: where the settle barrier is sent. */
-  private lastReply: string | undefined;
+  /** The latest delivery: its ack subject is where the settle barrier is sent (read only then). */
+  private lastDelivered: JsMsg | undefined;
   /** The consumer's creation time, as the server reported it when this instance bound to it. */
   private createdAt: string | undefined;
   private gate: { resume(): void } | undefined;
@@ -168,7 +168,7 @@ export class PinnedConsumer {
       void this.checkTakeover();
     }
     if (pin) this.lastPinId = pin;
-    this.lastReply = replySubject(m) ?? this.lastReply;
+    this.lastDelivered = m;
     if (this.settings.replacedCopy?.(m)) {
       m.ack();
       return;
@@ -312,9 +312,10 @@ export class PinnedConsumer {
    * everything sent before it is applied (`+WPI` changes nothing on a settled message).
    */
   private async settleBarrier(timeoutMs: number): Promise<void> {
-    if (!this.lastReply || this.nc.isClosed()) return;
+    const reply = this.lastDelivered && replySubject(this.lastDelivered);
+    if (!reply || this.nc.isClosed()) return;
     try {
-      await this.nc.request(this.lastReply, "+WPI", { timeout: timeoutMs });
+      await this.nc.request(reply, "+WPI", { timeout: timeoutMs });
     } catch {
       // no consumer any more (no responders), or no answer in time: nothing to wait for
     }

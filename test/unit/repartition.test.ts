@@ -11,6 +11,7 @@ import {
   growMappings,
   isReplacedCopy,
   partitionsToWaitFor,
+  partitionOfStored,
   splitStoredSubject,
   transitionFilters,
   transitionTransforms,
@@ -68,6 +69,15 @@ describe("repartition - pure parts", () => {
     assert.deepEqual(splitStoredSubject("pcg-repartition.11.orders.eu"), { partition: 11, subject: "orders.eu" });
     assert.ok(Number.isNaN(splitStoredSubject("orders.eu").partition));
     assert.deepEqual(splitStoredSubject("3"), { partition: 3, subject: "3" });
+  });
+
+  test("stored subject - partitionOfStored (read per message) agrees with splitStoredSubject on every shape", () => {
+    const subjects = ["7.orders.eu", "pcg-repartition.11.orders.eu", "orders.eu", "3", "0.x", "007.x", "4096", "12a.x", "a12.x", ".x", "", "pcg-repartition.", "pcg-repartition.x.y", "-1.x", "1e3.x", " 1.x", "99999999999999999999.x"];
+    for (const subject of subjects) {
+      const expected = splitStoredSubject(subject).partition;
+      const got = partitionOfStored(subject);
+      assert.ok(Object.is(got, expected), `"${subject}": ${got}, expected ${expected}`);
+    }
   });
 
   test("record - round trip, and a record this version does not understand is a typed error", () => {
