@@ -12,7 +12,8 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
 import { ConsumerGroupError } from "../core/errors.js";
-import { ConsumerGroupMessage, partitionOfStoredSubject } from "./message.js";
+import type { DeliveryNumbers } from "./ack-subject.js";
+import { ConsumerGroupMessage, deliveryNumbersOf, partitionOfStoredSubject } from "./message.js";
 import { SettledMemory } from "./settled-memory.js";
 
 /** How a member instance runs handlers. */
@@ -119,8 +120,8 @@ class LaneMessage extends ConsumerGroupMessage {
   /** Whether its lane was reported blocked. */
   reportedBlocked = false;
 
-  constructor(msg: JsMsg, partition: number, signal: AbortSignal, arrivedBy: number) {
-    super(msg, partition, signal);
+  constructor(msg: JsMsg, partition: number, signal: AbortSignal, arrivedBy: number, numbers: DeliveryNumbers) {
+    super(msg, partition, signal, numbers);
     this.lastBeatAt = arrivedBy;
   }
 
@@ -237,7 +238,8 @@ export class Dispatcher {
   push(m: JsMsg): void {
     // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
     // (A first delivery cannot have been settled here: most messages skip the lookup.)
-    const done = m.info.deliveryCount > 1 ? this.settled.get(m.seq) : undefined;
+    const numbers = deliveryNumbersOf(m);
+    const done = numbers.deliveryCount > 1 ? this.settled.get(numbers.streamSequence) : undefined;
     if (this.stopping) {
       if (done === "ack") m.ack();
       else if (done === "term") m.term();
@@ -246,7 +248,7 @@ export class Dispatcher {
       return;
     }
     if (this.sweeper === undefined && this.policy.workingIntervalMs > 0) this.sweeper = this.startSweeper();
-    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal, this.sweptAt);
+    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal, this.sweptAt, numbers);
     this.yielding = false; // a delivery means this instance holds the pin (again)
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
@@ -276,7 +278,7 @@ export class Dispatcher {
     this.schedule(lane);
     // The server sends fresh messages only once its redelivery queue is empty.
     // (or when the consumer's max_ack_pending is reached: then nothing else can come).
-    if (this.holdTimer && (msg.info.deliveryCount === 1 || this.size >= this.ackPendingLimit)) this.release();
+    if (this.holdTimer && (!msg.redelivered || this.size >= this.ackPendingLimit)) this.release();
     this.pump();
   }
 

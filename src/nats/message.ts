@@ -5,6 +5,8 @@
 import type { DeliveryInfo, JsMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { partitionOfStored, splitStoredSubject } from "../core/repartition.js";
+import { deliveryNumbers, type DeliveryNumbers } from "./ack-subject.js";
+import { replySubject } from "./client-seam.js";
 
 /** A signal that never aborts: messages handled outside a drain. */
 const NEVER_ABORTED: AbortSignal = new AbortController().signal;
@@ -27,6 +29,7 @@ export class ConsumerGroupMessage {
    * @param msg - the underlying nats.js message
    * @param partition - the partition it belongs to
    * @param signal - aborts when the handler should give up (see {@link ConsumerGroupMessage.signal})
+   * @param numbers - its stream sequence and delivery count, when the caller read them already (see {@link deliveryNumbersOf})
    */
   constructor(
     /** The underlying nats.js message, for anything not wrapped here. */
@@ -40,6 +43,7 @@ export class ConsumerGroupMessage {
      * so pass it to whatever the handler awaits (`fetch(url, { signal: msg.signal })`).
      */
     readonly signal: AbortSignal = NEVER_ABORTED,
+    private readonly numbers: DeliveryNumbers = deliveryNumbersOf(msg),
   ) {}
 
   /** The subject without the partition token, e.g. `orders.eu.42`. */
@@ -72,12 +76,12 @@ export class ConsumerGroupMessage {
 
   /** The stream sequence. */
   get seq(): number {
-    return this.msg.seq;
+    return this.numbers.streamSequence;
   }
 
   /** True when this is a redelivery. */
   get redelivered(): boolean {
-    return this.msg.redelivered;
+    return this.numbers.deliveryCount > 1;
   }
 
   /** The pin id the server delivered this message under. */
@@ -141,6 +145,16 @@ export class ConsumerGroupMessage {
     this.settledAs ??= "term";
     this.msg.term(reason);
   }
+}
+
+/**
+ * The stream sequence and delivery count of a delivered message, read from its ack
+ * subject (cheaper than nats.js's whole delivery info); from that info when the
+ * message has no JetStream ack subject.
+ */
+export function deliveryNumbersOf(msg: JsMsg): DeliveryNumbers {
+  const reply = replySubject(msg);
+  return (reply !== undefined ? deliveryNumbers(reply) : undefined) ?? { streamSequence: msg.seq, deliveryCount: msg.info.deliveryCount };
 }
 
 /**

@@ -11,6 +11,7 @@ import { JetStreamApiError, jetstream, type ConsumerMessages } from "@nats-io/je
 import type { NatsConnection } from "@nats-io/transport-node";
 import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, connectionWrites, consumePinId, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
 import { writeBatchOf } from "../../src/nats/write-batch.js";
+import { deliveryNumbers, type DeliveryNumbers } from "../../src/nats/ack-subject.js";
 import { ApiCode, apiErrorCode } from "../../src/nats/server-errors.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 
@@ -36,6 +37,30 @@ describe("client seam - the installed nats.js", () => {
   });
   after(async () => {
     await env.close();
+  });
+
+  test("client seam - the stream sequence and delivery count read from a real ack subject equal nats.js's delivery info, for first deliveries and redeliveries", async () => {
+    const stream = uniqueName("acks");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+    await env.jsm.consumers.add(stream, { durable_name: "c", ack_policy: "explicit" });
+    for (let i = 0; i < 5; i++) await env.js.publish(`${stream}.x`, String(i));
+    const consumer = await env.js.consumers.get(stream, "c");
+    const seen: { numbers: DeliveryNumbers | undefined; info: { streamSequence: number; deliveryCount: number } }[] = [];
+    for (let round = 0; round < 3; round++) {
+      const batch = await consumer.fetch({ max_messages: 5, expires: 2000 });
+      for await (const m of batch) {
+        seen.push({ numbers: deliveryNumbers((m as unknown as { reply: string }).reply), info: { streamSequence: m.info.streamSequence, deliveryCount: m.info.deliveryCount } });
+        if (round < 2) m.nak();
+        else m.ack();
+      }
+    }
+    assert.equal(seen.length, 15);
+    for (const { numbers, info } of seen) assert.deepEqual(numbers, info);
+    assert.deepEqual(
+      seen.map((s) => s.info.deliveryCount),
+      [1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3],
+      "redeliveries were read too",
+    );
   });
 
   test("client seam - the client shapes: connection, API prefix (also with a domain)", () => {
