@@ -18,6 +18,7 @@ import {
   addMembers,
   createElastic,
   createStatic,
+  describeGroup,
   elasticConsume,
   staticConsume,
   type ConsumerGroupMember,
@@ -154,5 +155,15 @@ describe("old server - nats-server 2.11 (no whole-subject partitioning)", () => 
     await c.js.publish("events.k1", "y");
     await waitFor(() => handled.includes("orders.k1") && handled.includes("events.k1"), 60_000, "both members to handle their message on 2.11");
     await Promise.all(running.splice(0).map((m) => m.stop()));
+  });
+
+  test("old server - 2.11: describeGroup warns SLOW_SERVER_RELEASE, naming the version and the release to run", async () => {
+    await createStatic(c.js, { stream: "orders", group: "slow", maxMembers: 2, members: ["m1"] });
+    const d = await describeGroup(c.js, "static", "orders", "slow");
+    const slow = d.findings.filter((f) => f.code === "SLOW_SERVER_RELEASE");
+    assert.equal(slow.length, 1, JSON.stringify(d.findings));
+    assert.equal(slow[0]?.severity, "warning");
+    assert.match(slow[0]?.message ?? "", /nats-server 2\.11\.\d+ serves a consumer with many filter subjects about 4× slower/);
+    assert.match(slow[0]?.message ?? "", /run nats-server 2\.14\.10 or newer/);
   });
 });
