@@ -1,11 +1,12 @@
 /**
  * Scenario: the server-version matrix. The overhead measurements (raw nats.js with
  * one and with many filter subjects, staticConsume, elasticConsume) on the newest
- * 2.11, 2.12, 2.14 and 2.15 releases, each on a server of that release started here.
+ * 2.11, 2.12, 2.14 and 2.15 releases, and on 2.14.9 (the last release whose consumers
+ * with many filter subjects are slow), each on a server of that release started here.
  * Every ratio is against a raw baseline of the same release in the same run.
  *
  * The 2.15 server is the suite's own (`.tools/nats-server` or NATS_SERVER_BIN); the
- * older ones live in `.tools/nats-server-<line>/`. A full run installs the missing ones
+ * older ones live in `.tools/nats-server-<release>/`. A full run installs the missing ones
  * through scripts/install-tools.mjs (about 30-60 s each, once); `--quick` (the CI smoke)
  * runs only the releases already installed and reports the others as not installed.
  */
@@ -19,28 +20,34 @@ import { median } from "../lib/stats.js";
 import type { BenchContext, Row } from "../lib/types.js";
 import { PARTITIONS, filters, pinnedConfig, rawCallbackSpan, sourcedGroup, timedHandler } from "./overhead.js";
 
-/** A release line of the matrix and its install-tools entry (none: the suite's own server). */
-interface Line {
+/**
+ * A release of the matrix: its line (`2.14`, the oldest version NatsServer accepts is
+ * `<line>.0`), and its install-tools entry, which installs it into `.tools/nats-<tool>/`
+ * (none: the suite's own server).
+ */
+interface Release {
   line: string;
   tool: string | undefined;
 }
 
-const LINES: Line[] = [
+/** The newest release of each line, and 2.14.9, the last before many-filter consumers got fast. */
+const RELEASES: Release[] = [
   { line: "2.11", tool: "server-2.11" },
   { line: "2.12", tool: "server-2.12" },
+  { line: "2.14", tool: "server-2.14.9" },
   { line: "2.14", tool: "server-2.14" },
   { line: "2.15", tool: undefined },
 ];
 
 const root = fileURLToPath(new URL("../../../", import.meta.url));
 
-/** The binary of a line, installing it first unless `quick`; undefined when it is not there. */
-function binaryOf(l: Line, quick: boolean, log: (line: string) => void): string | undefined {
-  if (!l.tool) return serverBinary();
-  const bin = `${root}.tools/nats-server-${l.line}/nats-server`;
+/** The binary of a release, installing it first unless `quick`; undefined when it is not there. */
+function binaryOf(r: Release, quick: boolean, log: (line: string) => void): string | undefined {
+  if (!r.tool) return serverBinary();
+  const bin = `${root}.tools/nats-${r.tool}/nats-server`;
   if (existsSync(bin) || quick) return existsSync(bin) ? bin : undefined;
-  log(`  versions: installing nats-server ${l.line} (node scripts/install-tools.mjs ${l.tool}) ...`);
-  const installed = spawnSync(process.execPath, [`${root}scripts/install-tools.mjs`, l.tool], { stdio: ["ignore", "inherit", "inherit"] });
+  log(`  versions: installing ${r.tool} (node scripts/install-tools.mjs ${r.tool}) ...`);
+  const installed = spawnSync(process.execPath, [`${root}scripts/install-tools.mjs`, r.tool], { stdio: ["ignore", "inherit", "inherit"] });
   return installed.status === 0 && existsSync(bin) ? bin : undefined;
 }
 
@@ -199,14 +206,14 @@ export async function releaseRows(ctx: BenchContext, bin: string, line: string):
 export async function versions(ctx: BenchContext): Promise<Row[]> {
   const rows: Row[] = [];
   const log = (line: string): void => ctx.log(line);
-  for (const l of LINES) {
-    const bin = binaryOf(l, ctx.quick, log);
+  for (const r of RELEASES) {
+    const bin = binaryOf(r, ctx.quick, log);
     if (!bin) {
-      const why = ctx.quick ? `not installed (--quick installs nothing: node scripts/install-tools.mjs ${l.tool})` : `installing it failed (node scripts/install-tools.mjs ${l.tool})`;
-      rows.push({ scenario: "versions", variant: `${l.line}.x`, value: 0, unit: "not run", note: why });
+      const why = ctx.quick ? `not installed (--quick installs nothing: node scripts/install-tools.mjs ${r.tool})` : `installing it failed (node scripts/install-tools.mjs ${r.tool})`;
+      rows.push({ scenario: "versions", variant: `${r.tool}`, value: 0, unit: "not run", note: why });
       continue;
     }
-    rows.push(...(await releaseRows(ctx, bin, l.line)));
+    rows.push(...(await releaseRows(ctx, bin, r.line)));
   }
   return rows;
 }
