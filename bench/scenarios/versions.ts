@@ -95,55 +95,69 @@ function tooOld(err: unknown): string {
   throw err;
 }
 
-async function measure(ctx: BenchContext, server: BenchServer): Promise<Samples> {
+/** One release's server, its streams of `messages` messages and its samples so far. */
+interface Subject {
+  server: BenchServer;
+  conn: Conn;
+  /** The partitioned stream (static groups and the raw layouts). */
+  stream: string;
+  /** The plain stream elastic groups source from. */
+  source: string;
+  samples: Samples;
+}
+
+async function prepare(ctx: BenchContext, server: BenchServer): Promise<Subject> {
   const conn = await server.connect();
-  const s: Samples = { wholeStream: [], manyFilters: [], perPartition: [], ours: { static: [], elastic: [] }, wqManyFilters: [], wqPerPartition: [] };
   const stream = ctx.name("vs");
   await partitionedStream(conn.jsm, stream, PARTITIONS);
   await publishKeyed(conn.js, stream, ctx.messages, ctx.keys);
   const source = ctx.name("ve");
   await plainStream(conn.jsm, source);
   await publishKeyed(conn.js, source, ctx.messages, ctx.keys);
-  for (let run = 0; run < ctx.runs; run++) {
-    s.wholeStream.push(await oneConsumerRate(conn, stream, `whole_${run}`, [], ctx.messages, true));
-    s.manyFilters.push(await oneConsumerRate(conn, stream, `many_${run}`, filters, ctx.messages, true));
-    s.perPartition.push(await perPartitionRate(conn, stream, `part_${run}`, true));
-    if (Array.isArray(s.ours.static)) {
-      try {
-        const group = `g${run}`;
-        await createStatic(conn.js, { stream, group, maxMembers: PARTITIONS, members: ["m"] });
-        const timed = timedHandler(ctx.messages);
-        const member = await staticConsume(conn.js, { stream, group, member: "m", handler: timed.handler });
-        s.ours.static.push(await timed.done);
-        await member.stop();
-      } catch (err) {
-        s.ours.static = tooOld(err);
-      }
-    }
+  const samples: Samples = { wholeStream: [], manyFilters: [], perPartition: [], ours: { static: [], elastic: [] }, wqManyFilters: [], wqPerPartition: [] };
+  return { server, conn, stream, source, samples };
+}
+
+/** Run number `run` of every measurement on one release. */
+async function measureOnce(ctx: BenchContext, subject: Subject, run: number): Promise<void> {
+  const { conn, stream, source, samples: s } = subject;
+  s.wholeStream.push(await oneConsumerRate(conn, stream, `whole_${run}`, [], ctx.messages, true));
+  s.manyFilters.push(await oneConsumerRate(conn, stream, `many_${run}`, filters, ctx.messages, true));
+  s.perPartition.push(await perPartitionRate(conn, stream, `part_${run}`, true));
+  if (Array.isArray(s.ours.static)) {
     try {
-      await sourcedGroup(conn, source, `rawmany${run}`, ctx.messages);
-      s.wqManyFilters.push(await oneConsumerRate(conn, `${source}-rawmany${run}`, "raw", filters, ctx.messages, false));
-      await sourcedGroup(conn, source, `rawpart${run}`, ctx.messages);
-      s.wqPerPartition.push(await perPartitionRate(conn, `${source}-rawpart${run}`, "raw", false));
-      if (Array.isArray(s.ours.elastic)) {
-        const group = `g${run}`;
-        await sourcedGroup(conn, source, group, ctx.messages);
-        const timed = timedHandler(ctx.messages);
-        const member = await elasticConsume(conn.js, { stream: source, group, member: "m", consumerConfig: { ack_policy: "explicit" }, handler: timed.handler });
-        await addMembers(conn.js, source, group, ["m"]);
-        s.ours.elastic.push(await timed.done);
-        await member.stop();
-      }
+      const group = `g${run}`;
+      await createStatic(conn.js, { stream, group, maxMembers: PARTITIONS, members: ["m"] });
+      const timed = timedHandler(ctx.messages);
+      const member = await staticConsume(conn.js, { stream, group, member: "m", handler: timed.handler });
+      s.ours.static.push(await timed.done);
+      await member.stop();
     } catch (err) {
-      s.ours.elastic = tooOld(err);
+      s.ours.static = tooOld(err);
     }
-    ctx.log(
-      `  versions ${server.version} run ${run + 1}: whole stream ${s.wholeStream[run]?.toFixed(0)}, 16 filters ${s.manyFilters[run]?.toFixed(0)}, ` +
-        `16 consumers ${s.perPartition[run]?.toFixed(0)}, static ${Array.isArray(s.ours.static) ? s.ours.static[run]?.toFixed(0) : "n/a"}; ` +
-        `work queue: 16 filters ${s.wqManyFilters[run]?.toFixed(0)}, 16 consumers ${s.wqPerPartition[run]?.toFixed(0)}, elastic ${Array.isArray(s.ours.elastic) ? s.ours.elastic[run]?.toFixed(0) : "n/a"} msgs/s`,
-    );
   }
-  return s;
+  try {
+    await sourcedGroup(conn, source, `rawmany${run}`, ctx.messages);
+    s.wqManyFilters.push(await oneConsumerRate(conn, `${source}-rawmany${run}`, "raw", filters, ctx.messages, false));
+    await sourcedGroup(conn, source, `rawpart${run}`, ctx.messages);
+    s.wqPerPartition.push(await perPartitionRate(conn, `${source}-rawpart${run}`, "raw", false));
+    if (Array.isArray(s.ours.elastic)) {
+      const group = `g${run}`;
+      await sourcedGroup(conn, source, group, ctx.messages);
+      const timed = timedHandler(ctx.messages);
+      const member = await elasticConsume(conn.js, { stream: source, group, member: "m", consumerConfig: { ack_policy: "explicit" }, handler: timed.handler });
+      await addMembers(conn.js, source, group, ["m"]);
+      s.ours.elastic.push(await timed.done);
+      await member.stop();
+    }
+  } catch (err) {
+    s.ours.elastic = tooOld(err);
+  }
+  ctx.log(
+    `  versions ${subject.server.version} run ${run + 1}: whole stream ${s.wholeStream[run]?.toFixed(0)}, 16 filters ${s.manyFilters[run]?.toFixed(0)}, ` +
+      `16 consumers ${s.perPartition[run]?.toFixed(0)}, static ${Array.isArray(s.ours.static) ? s.ours.static[run]?.toFixed(0) : "n/a"}; ` +
+      `work queue: 16 filters ${s.wqManyFilters[run]?.toFixed(0)}, 16 consumers ${s.wqPerPartition[run]?.toFixed(0)}, elastic ${Array.isArray(s.ours.elastic) ? s.ours.elastic[run]?.toFixed(0) : "n/a"} msgs/s`,
+  );
 }
 
 /** The rows of one release. */
@@ -184,36 +198,62 @@ function rowsOf(version: string, s: Samples): Row[] {
   return rows;
 }
 
-/**
- * Starts the nats-server binary `bin` (of release line `line`, e.g. `2.14`), measures
- * on it and stops it; the rows of that release.
- */
-export async function releaseRows(ctx: BenchContext, bin: string, line: string): Promise<Row[]> {
-  const started = await NatsServer.start({ bin, minVersion: `${line}.0` });
+/** A started server of one release, with the bench's view of it. */
+interface Started {
+  process: NatsServer;
+  server: BenchServer;
+}
+
+async function startRelease(bin: string, line: string): Promise<Started> {
+  const process = await NatsServer.start({ bin, minVersion: `${line}.0` });
   try {
-    const server = await benchServer(started.url);
-    try {
-      return rowsOf(server.version, await measure(ctx, server));
-    } finally {
-      await server.stop();
+    return { process, server: await benchServer(process.url) };
+  } catch (err) {
+    await process.stop();
+    throw err;
+  }
+}
+
+async function stopAll(started: Started[]): Promise<void> {
+  for (const s of started) {
+    await s.server.stop();
+    await s.process.stop();
+  }
+}
+
+/**
+ * Measures on the given releases (nats-server binaries and their lines, e.g. `2.14`),
+ * all started at once; each run goes over every release in turn, so that a change in
+ * the machine's load falls on all of them alike. The rows of every release.
+ */
+export async function releaseRows(ctx: BenchContext, releases: { bin: string; line: string }[]): Promise<Row[]> {
+  const started: Started[] = [];
+  try {
+    for (const r of releases) started.push(await startRelease(r.bin, r.line));
+    const subjects: Subject[] = [];
+    for (const s of started) subjects.push(await prepare(ctx, s.server));
+    for (let run = 0; run < ctx.runs; run++) {
+      for (const subject of subjects) await measureOnce(ctx, subject, run);
     }
+    return subjects.flatMap((subject) => rowsOf(subject.server.version, subject.samples));
   } finally {
-    await started.stop();
+    await stopAll(started);
   }
 }
 
 /** The server-version matrix. */
 export async function versions(ctx: BenchContext): Promise<Row[]> {
-  const rows: Row[] = [];
+  const missing: Row[] = [];
+  const releases: { bin: string; line: string }[] = [];
   const log = (line: string): void => ctx.log(line);
   for (const r of RELEASES) {
     const bin = binaryOf(r, ctx.quick, log);
-    if (!bin) {
+    if (bin) {
+      releases.push({ bin, line: r.line });
+    } else {
       const why = ctx.quick ? `not installed (--quick installs nothing: node scripts/install-tools.mjs ${r.tool})` : `installing it failed (node scripts/install-tools.mjs ${r.tool})`;
-      rows.push({ scenario: "versions", variant: `${r.tool}`, value: 0, unit: "not run", note: why });
-      continue;
+      missing.push({ scenario: "versions", variant: `${r.tool}`, value: 0, unit: "not run", note: why });
     }
-    rows.push(...(await releaseRows(ctx, bin, r.line)));
   }
-  return rows;
+  return [...(await releaseRows(ctx, releases)), ...missing];
 }
