@@ -7,16 +7,17 @@
 export const FAST_FILTERS_RELEASE = "2.14.10";
 
 /**
- * The slowdown of a consumer with many filter subjects on a release, measured with 16
- * filters against one consumer of the whole stream (raw nats.js, pinned, callback mode).
+ * The slowdown of a consumer with 16 filter subjects against one consumer of the whole
+ * stream (raw nats.js, pinned, callback mode), as the medians of the `versions`
+ * benchmark ranged over 2.11.17, 2.12.15 and 2.14.9 on a busy 2-core machine.
  */
-const MEASURED_SLOWDOWN: Record<string, string> = { "2.11": "about 4×", "2.12": "about 7×", "2.14": "about 6×" };
+const MEASURED_SLOWDOWN = "4-9×";
 
 /** A release that makes member consumers with many filter subjects slow. */
 export interface SlowFiltersRelease {
   /** The server version, as the server reports it. */
   version: string;
-  /** How much slower, as measured (`about 6×`). */
+  /** How much slower, as measured (`4-9×`). */
   slowdown: string;
 }
 
@@ -37,5 +38,5 @@ export function slowFiltersRelease(version: string | undefined): SlowFiltersRele
   if (!v) return undefined;
   const older = v[0] !== fast[0] ? v[0] < fast[0] : v[1] !== fast[1] ? v[1] < fast[1] : v[2] < fast[2];
   if (!older) return undefined;
-  return { version: v.join("."), slowdown: MEASURED_SLOWDOWN[`${v[0]}.${v[1]}`] ?? "several times" };
+  return { version: v.join("."), slowdown: MEASURED_SLOWDOWN };
 }
