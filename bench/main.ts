@@ -20,10 +20,11 @@ import { orderVsGo } from "./scenarios/order-vs-go.js";
 import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
+import { versions } from "./scenarios/versions.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment };
-/** Scenarios that never touch the server: a run of only these starts none. */
-const serverless = new Set(["assignment"]);
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment, versions };
+/** Scenarios that never touch the suite's server (versions starts servers of its own): a run of only these starts none. */
+const serverless = new Set(["assignment", "versions"]);
 
 const { values } = parseArgs({
   options: {

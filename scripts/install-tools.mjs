@@ -6,7 +6,8 @@
 //   node scripts/install-tools.mjs            # everything
 //   node scripts/install-tools.mjs server     # only nats-server
 //   node scripts/install-tools.mjs go-driver  # only the interop tests' Go driver (go build)
-//   node scripts/install-tools.mjs server-2.10 server-2.11  # old servers for old-server.test.ts only
+//   node scripts/install-tools.mjs server-2.10 server-2.11  # old servers (old-server.test.ts, the versions bench)
+//   node scripts/install-tools.mjs server-2.12 server-2.14 server-2.14.9  # more releases for the versions bench
 //   node scripts/install-tools.mjs node-20 node-22 node-24  # Node.js builds for the CI matrix (only when named)
 //
 // NATS_SERVER_BIN=/path/to/nats-server skips building the server and uses that binary.
@@ -56,11 +57,18 @@ const tools = {
         env: { ...process.env, CGO_ENABLED: "0", GOFLAGS: "-mod=mod" },
       }),
   },
-  // Old servers, used ONLY by test/integration/old-server.test.ts (the SERVER_TOO_OLD checks):
-  // the newest 2.10.x (no priority groups) and 2.11.x (no whole-subject {{partition(N)}}) the Go
-  // module proxy serves. Each builds in about 30 s; nothing else may start them.
+  // Older server releases (each `go install` takes 30-60 s); 2.10 and 2.11 come with a plain
+  // run (npm test needs them), 2.12, 2.14 and 2.14.9 only when named.
+  // test/integration/old-server.test.ts starts 2.10 (no priority groups) and 2.11 (no
+  // whole-subject {{partition(N)}}) for the SERVER_TOO_OLD checks; the `versions` benchmark
+  // scenario starts 2.11, 2.12, 2.14.9 and 2.14 (it installs the missing ones through this script)
+  // to compare throughput across releases. Nothing else starts them.
   "server-2.10": oldServer("2.10", versions.natsServer210 ?? "v2.10.27"),
   "server-2.11": oldServer("2.11", versions.natsServer211 ?? "v2.11.17"),
+  "server-2.12": { ...oldServer("2.12", versions.natsServer212 ?? "v2.12.15"), onlyWhenNamed: true },
+  "server-2.14": { ...oldServer("2.14", versions.natsServer214 ?? "v2.14.10"), onlyWhenNamed: true },
+  // The last 2.14 release with slow many-filter consumers: the versions benchmark shows the step.
+  "server-2.14.9": { ...oldServer("2.14.9", versions.natsServer2149 ?? "v2.14.9"), onlyWhenNamed: true },
   // Node.js lines for the CI matrix, from the npm registry's official builds
   // (node-<platform>-<arch>). Installed only when named: `npm test` runs on the node
   // that runs it.
@@ -195,4 +203,5 @@ function install(name) {
 }
 
 const wanted = process.argv.slice(2);
-for (const name of wanted.length > 0 ? wanted : Object.keys(tools).filter((n) => !tools[n].optIn)) install(name);
+const byDefault = (name) => !tools[name].optIn && !tools[name].onlyWhenNamed;
+for (const name of wanted.length > 0 ? wanted : Object.keys(tools).filter(byDefault)) install(name);

@@ -26,7 +26,8 @@ export function machine(): string {
 
 /** Decimals shown per unit: whole numbers unless a unit is a small mean. */
 const decimals = (unit: string): number => (unit === "MiB" ? 1 : unit.endsWith("/step") ? 2 : 0);
-const fmt = (v: number, unit: string): string => (Number.isFinite(v) ? `${unit === "msgs/s" ? Math.round(v).toLocaleString("en") : v.toFixed(decimals(unit))} ${unit}` : "n/a");
+/** A value; a row whose unit starts with "not " (`not supported`, `not run`) measured nothing and shows only its unit. */
+const fmt = (v: number, unit: string): string => (unit.startsWith("not ") ? unit : Number.isFinite(v) ? `${unit === "msgs/s" ? Math.round(v).toLocaleString("en") : v.toFixed(decimals(unit))} ${unit}` : "n/a");
 
 /** Rows as aligned text. */
 export function table(rows: Row[]): string {

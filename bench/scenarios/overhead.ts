@@ -5,19 +5,25 @@
  */
 import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
 import { addMembers, createElastic, createStatic, elasticConsume, staticConsume } from "../../src/index.js";
-import { partitionedStream, plainStream, publishKeyed, until } from "../lib/env.js";
+import { partitionedStream, plainStream, publishKeyed, until, type Conn } from "../lib/env.js";
 import { clock, median } from "../lib/stats.js";
 import type { BenchContext, Row } from "../lib/types.js";
 
-const PARTITIONS = 16;
-const filters = Array.from({ length: PARTITIONS }, (_, p) => `${p}.>`);
+/** The partition count of the overhead streams. */
+export const PARTITIONS = 16;
+/** One filter subject per partition: the member consumer's filters when it owns them all. */
+export const filters = Array.from({ length: PARTITIONS }, (_, p) => `${p}.>`);
 
-function pinnedConfig(name: string, durable: boolean): Partial<ConsumerConfig> {
+/**
+ * A pinned (priority group `PCG`), explicitly acked consumer on `subjects` (every
+ * partition by default; none means the whole stream), as a member consumer is.
+ */
+export function pinnedConfig(name: string, durable: boolean, subjects: string[] = filters): Partial<ConsumerConfig> {
   return {
     ...(durable ? { durable_name: name } : { name }),
     ack_policy: "explicit",
     ack_wait: 5_000_000_000,
-    filter_subjects: filters,
+    ...(subjects.length > 0 ? { filter_subjects: subjects } : {}),
     priority_groups: ["PCG"],
     priority_policy: "pinned_client",
     priority_timeout: 5_000_000_000,
@@ -29,37 +35,62 @@ function pinnedConfig(name: string, durable: boolean): Partial<ConsumerConfig> {
  * first message to the last. Iterator mode is the documented way; callback mode is
  * faster; the scenario takes the faster of the two as its baseline.
  */
-async function rawConsume(js: JetStreamClient, stream: string, consumer: string, count: number, mode: "iterator" | "callback"): Promise<number> {
+export async function rawConsume(js: JetStreamClient, stream: string, consumer: string, count: number, mode: "iterator" | "callback"): Promise<number> {
+  if (mode === "callback") {
+    const span = await rawCallbackSpan(js, stream, consumer, count);
+    return count / ((span.last - span.first) / 1000);
+  }
   const c = await js.consumers.get(stream, consumer);
   let n = 0;
   let first = 0;
-  if (mode === "iterator") {
-    const messages = await c.consume({ group: "PCG", expires: 2500 });
-    for await (const m of messages) {
-      if (n === 0) first = clock();
-      m.ack();
-      if (++n === count) break;
-    }
-  } else {
-    let done!: () => void;
-    const finished = new Promise<void>((r) => (done = r));
-    const messages = await c.consume({
-      group: "PCG",
-      expires: 2500,
-      callback: (m) => {
-        if (n === 0) first = clock();
-        m.ack();
-        if (++n === count) done();
-      },
-    });
-    await finished;
-    await messages.close();
+  const messages = await c.consume({ group: "PCG", expires: 2500 });
+  for await (const m of messages) {
+    if (n === 0) first = clock();
+    m.ack();
+    if (++n === count) break;
   }
   return count / ((clock() - first) / 1000);
 }
 
+/**
+ * A raw nats.js callback consume() of `count` messages from a pinned consumer, acking
+ * each; resolves with the clock readings of the first and the last message, so that
+ * consumers run side by side can be timed together.
+ */
+export async function rawCallbackSpan(js: JetStreamClient, stream: string, consumer: string, count: number): Promise<{ first: number; last: number }> {
+  const c = await js.consumers.get(stream, consumer);
+  let n = 0;
+  let first = 0;
+  let done!: (last: number) => void;
+  const finished = new Promise<number>((r) => (done = r));
+  const messages = await c.consume({
+    group: "PCG",
+    expires: 2500,
+    callback: (m) => {
+      if (n === 0) first = clock();
+      m.ack();
+      if (++n === count) done(clock());
+    },
+  });
+  const last = await finished;
+  await messages.close();
+  return { first, last };
+}
+
+/**
+ * Creates an elastic group of {@link PARTITIONS} partitions (no members) on the plain
+ * stream `stream` of `<stream>.<key>` subjects and waits until its work-queue stream
+ * holds all `messages`; returns the sourcing rate in msgs/s.
+ */
+export async function sourcedGroup(conn: Conn, stream: string, group: string, messages: number): Promise<number> {
+  const started = clock();
+  await createElastic(conn.js, { stream, group, maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+  await until(async () => (await conn.jsm.streams.info(`${stream}-${group}`)).state.messages === messages, 600_000, "sourcing", 20);
+  return messages / ((clock() - started) / 1000);
+}
+
 /** Counts handled messages and times them from the first to the `count`th. */
-function timedHandler(count: number): { handler: () => void; done: Promise<number> } {
+export function timedHandler(count: number): { handler: () => void; done: Promise<number> } {
   let n = 0;
   let first = 0;
   let resolve!: (rate: number) => void;
@@ -109,10 +140,7 @@ async function elasticRuns(ctx: BenchContext): Promise<Row[]> {
   const rawCallback: number[] = [];
   const ours: number[] = [];
   const sourced = async (group: string): Promise<void> => {
-    const started = clock();
-    await createElastic(conn.js, { stream, group, maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
-    await until(async () => (await conn.jsm.streams.info(`${stream}-${group}`)).state.messages === ctx.messages, 600_000, "sourcing", 20);
-    sourcing.push(ctx.messages / ((clock() - started) / 1000));
+    sourcing.push(await sourcedGroup(conn, stream, group, ctx.messages));
   };
   for (let run = 0; run < ctx.runs; run++) {
     for (const [mode, into] of [["iterator", rawIterator], ["callback", rawCallback]] as const) {

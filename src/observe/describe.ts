@@ -10,7 +10,7 @@ import { mapWithLimit } from "../core/parallel.js";
 import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
-import { managerOf, streamInfo } from "../nats/context.js";
+import { managerOf, serverVersionOf, streamInfo } from "../nats/context.js";
 import { healthFindings, type HealthFinding } from "./health.js";
 import { REQUESTS_IN_FLIGHT, consumerInfoIfAny, countWithConsumer, countWithDirectGet } from "./counts.js";
 
@@ -219,6 +219,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     ...(sourceLag !== undefined ? { sourceLag } : {}),
     ...(options.previous?.sourceLag !== undefined ? { previousSourceLag: options.previous.sourceLag } : {}),
     ...(repartition ? { repartition } : {}),
+    ...(serverVersionOf(js) !== undefined ? { serverVersion: serverVersionOf(js) as string } : {}),
   });
   return {
     kind,

@@ -1,11 +1,12 @@
 /**
  * Health findings of a group, from its description. Pure.
  */
+import { FAST_FILTERS_RELEASE, slowFiltersRelease } from "./server-releases.js";
 
 /** One thing worth an operator's attention, in plain language. */
 export interface HealthFinding {
   /** What kind of problem it is: a stable code. */
-  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS";
+  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS" | "SLOW_SERVER_RELEASE";
   /** How bad it is: `error` means messages are not consumed. */
   severity: "warning" | "error" | "info";
   /** The member concerned, if one is. */
@@ -59,6 +60,8 @@ export interface HealthInput {
   sourceLag?: number;
   /** The source lag of the previous description, to tell whether it grows. */
   previousSourceLag?: number;
+  /** The version of the server the description came from, when known. */
+  serverVersion?: string;
   /** Elastic: a repartition in progress (the work-queue stream's record). */
   repartition?: {
     /** The partition count before. */
@@ -75,8 +78,9 @@ export interface HealthInput {
 /**
  * Computes the findings: a member with partitions but no running instance, a partition
  * with pending messages and no progress for `stallAfterMs`, a partition nobody owns, a
- * full work-queue buffer, a growing source lag, members beyond the partition count, and a
- * repartition in progress.
+ * full work-queue buffer, a growing source lag, members beyond the partition count, a
+ * repartition in progress, and a server release that makes member consumers with several
+ * partitions slow.
  */
 export function healthFindings(input: HealthInput): HealthFinding[] {
   const findings: HealthFinding[] = [];
@@ -136,6 +140,17 @@ export function healthFindings(input: HealthInput): HealthFinding[] {
       code: "REPARTITION_IN_PROGRESS",
       severity: "info",
       message: `a repartition from ${r.from} to ${r.to} partitions is in progress (phase ${r.phase}, started ${r.started}): the new layout's messages of some partitions wait until the old layout's are handled. If no "cg elastic repartition" runs any more, run it again with ${r.to} to finish`,
+    });
+  }
+  const slow = slowFiltersRelease(input.serverVersion);
+  const most = Math.max(0, ...input.members.map((m) => m.partitions.length));
+  if (slow && most > 1) {
+    findings.push({
+      code: "SLOW_SERVER_RELEASE",
+      severity: "warning",
+      message:
+        `nats-server ${slow.version} serves a consumer with many filter subjects several times slower than one with a single filter (${slow.slowdown} measured with 16 on releases before ${FAST_FILTERS_RELEASE}), ` +
+        `and a member consumer carries one filter per owned partition (up to ${most} here): run nats-server ${FAST_FILTERS_RELEASE} or newer (2.15.x recommended)`,
     });
   }
   return findings;

@@ -7,8 +7,9 @@
  * works there.
  *
  * The old binaries come from `node scripts/install-tools.mjs` (entries server-2.10
- * and server-2.11, in .tools/nats-server-2.10 and .tools/nats-server-2.11) and are
- * used by this file only.
+ * and server-2.11, in .tools/nats-server-2.10 and .tools/nats-server-2.11); among the
+ * tests only this file starts them (the `versions` benchmark does too). On 2.11 a
+ * member that owns several partitions is also reported SLOW_SERVER_RELEASE.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -18,6 +19,7 @@ import {
   addMembers,
   createElastic,
   createStatic,
+  describeGroup,
   elasticConsume,
   staticConsume,
   type ConsumerGroupMember,
@@ -154,5 +156,15 @@ describe("old server - nats-server 2.11 (no whole-subject partitioning)", () => 
     await c.js.publish("events.k1", "y");
     await waitFor(() => handled.includes("orders.k1") && handled.includes("events.k1"), 60_000, "both members to handle their message on 2.11");
     await Promise.all(running.splice(0).map((m) => m.stop()));
+  });
+
+  test("old server - 2.11: describeGroup warns SLOW_SERVER_RELEASE, naming the version and the release to run", async () => {
+    await createStatic(c.js, { stream: "orders", group: "slow", maxMembers: 2, members: ["m1"] });
+    const d = await describeGroup(c.js, "static", "orders", "slow");
+    const slow = d.findings.filter((f) => f.code === "SLOW_SERVER_RELEASE");
+    assert.equal(slow.length, 1, JSON.stringify(d.findings));
+    assert.equal(slow[0]?.severity, "warning");
+    assert.match(slow[0]?.message ?? "", /nats-server 2\.11\.\d+ serves a consumer with many filter subjects several times slower/);
+    assert.match(slow[0]?.message ?? "", /run nats-server 2\.14\.10 or newer/);
   });
 });

@@ -66,6 +66,8 @@ export function explainFinding(f: HealthFinding, d: Pick<GroupDescription, "kind
       return "the work-queue stream holds max buffered messages or bytes: the server stops sourcing from the stream until members ack; run more instances, speed up the handlers or raise the buffer limits";
     case "SOURCE_LAG_GROWING":
       return "messages arrive in the stream faster than the work queue takes them in (or sourcing is paused by a full buffer): nothing is lost, they wait in the source stream, but latency grows";
+    case "SLOW_SERVER_RELEASE":
+      return "releases before 2.14.10 match a consumer with many filter subjects against each stored message much more slowly than one with a single filter; the member consumer layout (one consumer per member, one filter per partition it owns) is fixed by the wire format Go members share, so the fix is the server: upgrade to 2.14.10 or newer, 2.15.x preferred";
     case "MEMBER_OVER_CAP":
       return "a group has as many partitions as max members: extra members are hot spares that take over partitions when a member leaves";
     default:
