@@ -73,7 +73,7 @@ export interface DispatchEvents {
   /** A lane waits for a message that failed `maxDeliver` times and has nowhere to go. */
   onBlocked(lane: string, msg: ConsumerGroupMessage, error: unknown): void;
   /** A handler succeeded and its ack was sent (confirmed, while draining). */
-  onHandled(msg: ConsumerGroupMessage, durationMs: number): void;
+  onHandled?(msg: ConsumerGroupMessage, durationMs: number): void;
   /** A message was delivered to this instance. */
   onReceived?(msg: ConsumerGroupMessage): void;
   /** A handler succeeded, but the server did not confirm its ack: it may be redelivered. */
@@ -570,7 +570,7 @@ export class Dispatcher {
 
   /** Runs the handler once; {@link finished} takes its outcome, now or when its promise settles. */
   private attempt(lane: Lane, msg: LaneMessage): void {
-    const started = performance.now();
+    const started = this.events.onHandled ? performance.now() : 0;
     if (msg.keyError !== undefined) {
       // The key function failed when it arrived: that is this message's first failed attempt.
       // A retry asks it again; once it answers, the handler runs (in the unkeyed lane, which
@@ -605,7 +605,7 @@ export class Dispatcher {
       // confirm the ack, or it could be lost and the message handled again elsewhere.
       void msg.ackAck().then(
         () => {
-          this.events.onHandled(msg, performance.now() - started);
+          this.events.onHandled?.(msg, performance.now() - started);
           this.complete(lane, msg);
         },
         (error: unknown) => {
@@ -619,7 +619,7 @@ export class Dispatcher {
       this.beforeAck?.();
       msg.ack();
     }
-    this.events.onHandled(msg, performance.now() - started);
+    this.events.onHandled?.(msg, performance.now() - started);
     this.complete(lane, msg);
   }
 

@@ -7,7 +7,8 @@
  */
 import { ConsumerGroupError } from "../core/errors.js";
 import type { ConfigEvent, StoredConfig } from "./config-store.js";
-import type { MemberMetrics } from "./metrics.js";
+import { NOOP_METRICS, type MemberMetrics } from "./metrics.js";
+import type { ConsumerGroupMessage } from "./message.js";
 import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
 import type { ConsumeSession, ConfigWatch, MemberPort, RefreshResult } from "./member-port.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
@@ -456,7 +457,8 @@ export class MemberController<C> implements ConsumerGroupMember {
         this.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error });
       },
       onBlocked: (lane, msg, error) => this.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
-      onHandled: (msg, ms) => this.metrics.handled(msg.partition, ms),
+      // Without metrics no handler run is timed at all.
+      ...(this.metrics === NOOP_METRICS ? {} : { onHandled: (msg: ConsumerGroupMessage, ms: number) => this.metrics.handled(msg.partition, ms) }),
       onReceived: (msg) => {
         if (msg.redelivered) this.metrics.redelivered(msg.partition);
       },

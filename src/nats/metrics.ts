@@ -103,6 +103,8 @@ export function createMemberMetrics(labels: { stream: string; group: string; mem
   const meterProvider = provider ?? otel?.metrics.getMeterProvider();
   if (!meterProvider) return NOOP_METRICS;
   const meter = meterProvider.getMeter(METER_NAME);
+  // No SDK registered: every instrument would be a no-op (a meter never changes its provider), so record nothing at all.
+  if (otel && meter.constructor === otel.createNoopMeter().constructor) return NOOP_METRICS;
   const A = MetricAttributes;
   const base: Attributes = { [A.system]: "nats", [A.destination]: labels.stream, [A.group]: labels.group, [A.member]: labels.member };
   // Attribute objects are reused: building one per message costs more than the no-op instruments.
