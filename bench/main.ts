@@ -15,13 +15,14 @@ import { assignment } from "./scenarios/assignment.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
+import { fleet } from "./scenarios/fleet.js";
 import { memory } from "./scenarios/memory.js";
 import { orderVsGo } from "./scenarios/order-vs-go.js";
 import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, assignment };
 /** Scenarios that never touch the server: a run of only these starts none. */
 const serverless = new Set(["assignment"]);
 
