@@ -111,12 +111,12 @@ async function runFleet(ctx: BenchContext, conn: Conn, flavour: Flavour, partiti
   const configBytes = (await kv.get(configKey(stream, "g")))?.value.length ?? 0;
   const watchersBefore = await kvConsumers(conn, flavour);
 
-  // Member i runs in process i mod P; every fourth has a standby in the next process.
+  // Member i runs in process i mod P; every fourth has a standby in another process, the standbys spread evenly.
   const processes = Math.min(MAX_PROCESSES, members);
   const hosted: string[][] = Array.from({ length: processes }, () => []);
   names.forEach((name, i) => {
     hosted[i % processes]?.push(name);
-    if (i % 4 === 0 && processes > 1) hosted[(i + 1) % processes]?.push(name);
+    if (i % 4 === 0 && processes > 1) hosted[(i + 1 + ((i / 4) % (processes - 1))) % processes]?.push(name);
   });
   const instances = hosted.reduce((n, h) => n + h.length, 0);
   const subjects = subjectsPerPartition(stream, partitions);
