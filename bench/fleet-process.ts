@@ -11,7 +11,9 @@
  * - `stopped`.
  *
  * Commands: `{"cmd":"start","member":"x"}` starts one more instance,
- * `{"cmd":"rss"}` samples memory. The process stops every instance and exits on
+ * `{"cmd":"rss"}` samples memory. With FLEET_TRACE set, an elastic instance's join,
+ * idle, partition and consumer-error events go to stderr as `TRACE <ms> <process> <member> <type>`
+ * (the scenario then logs each add too), to see who held a slow add up. The process stops every instance and exits on
  * SIGTERM or when its stdin closes, so it never outlives the benchmark.
  */
 import { createInterface } from "node:readline";
@@ -59,6 +61,16 @@ function startInstance(member: string): Promise<ConsumerGroupMember> {
     },
   }).then((instance) => {
     instances.push(instance);
+    if (process.env["FLEET_TRACE"] && settings.flavour === "elastic") {
+      void (async () => {
+        for await (const e of instance.status()) {
+          if (e.type === "consumer_error" || e.type === "joined" || e.type === "partitions_changed" || e.type === "idle") {
+            const detail = e.type === "consumer_error" ? e.error.message.slice(0, 160) : e.type === "partitions_changed" ? `${e.partitions.length}` : e.type === "joined" ? `${e.partitions.length}` : "";
+            process.stderr.write(`TRACE ${Date.now()} ${settings.name} ${member} ${e.type} ${detail}\n`);
+          }
+        }
+      })();
+    }
     return instance;
   });
 }

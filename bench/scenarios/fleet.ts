@@ -194,6 +194,7 @@ async function addTen(ctx: BenchContext, conn: Conn, stream: string, partitions:
     await proc.start(member);
     const first = proc.first(member);
     const added = clock();
+    if (process.env["FLEET_TRACE"]) process.stderr.write(`TRACE ${Date.now()} parent ${member} add\n`);
     await addMembers(conn.js, stream, "g", [member]);
     const entry = await kv.get(configKey(stream, "g"));
     const config = entry?.json<ElasticConsumerGroupConfig>();
@@ -207,6 +208,7 @@ async function addTen(ctx: BenchContext, conn: Conn, stream: string, partitions:
       await new Promise((r) => setTimeout(r, 20));
     }
     times.push(at - added);
+    if (process.env["FLEET_TRACE"]) process.stderr.write(`TRACE ${Date.now()} parent ${member} first ${Math.round(at - added)}\n`);
   }
   return times;
 }
