@@ -2,19 +2,20 @@
  * `npm run bench [-- --quick] [-- --server nats://…] [-- --only overhead,scaling]`:
  * runs the benchmark scenarios against a nats-server it starts (or --server), prints
  * a table, and writes bench/results/latest.json and latest.md (and, for a full run,
- * the scaling chart bench/results/scaling.svg). Every ratio is against a baseline
+ * the charts bench/results/scaling.svg and fleet.svg). Every ratio is against a baseline
  * measured in the same run. A run of only serverless scenarios (`--only assignment`)
  * starts no server.
  */
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { benchServer, noServer } from "./lib/env.js";
-import { machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
+import { fleetChart, machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { assignment } from "./scenarios/assignment.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
+import { fleet } from "./scenarios/fleet.js";
 import { memory } from "./scenarios/memory.js";
 import { orderVsGo } from "./scenarios/order-vs-go.js";
 import { overhead } from "./scenarios/overhead.js";
@@ -22,7 +23,7 @@ import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 import { versions } from "./scenarios/versions.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment, versions };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, assignment, versions };
 /** Scenarios that never touch the suite's server (versions starts servers of its own): a run of only these starts none. */
 const serverless = new Set(["assignment", "versions"]);
 
@@ -73,4 +74,6 @@ await write(`${results}latest.json`, JSON.stringify(report, null, 2) + "\n");
 await write(`${results}latest.md`, markdown(report));
 const svg = quick ? undefined : await scalingChart(rows);
 if (svg) await write(`${results}scaling.svg`, svg);
-console.error(`bench: wrote ${results}latest.json and latest.md${svg ? " and scaling.svg" : ""}`);
+const fleetSvg = quick ? undefined : await fleetChart(rows);
+if (fleetSvg) await write(`${results}fleet.svg`, fleetSvg);
+console.error(`bench: wrote ${results}latest.json and latest.md${svg ? " and scaling.svg" : ""}${fleetSvg ? " and fleet.svg" : ""}`);

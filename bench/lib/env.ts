@@ -18,6 +18,8 @@ export interface BenchServer {
   url: string;
   version: string;
   connect(name?: string): Promise<Conn>;
+  /** Fetches a monitoring endpoint (`/connz`…), when the suite started the server itself. */
+  monitor?<T>(path: string): Promise<T>;
   stop(): Promise<void>;
 }
 
@@ -37,6 +39,7 @@ export async function benchServer(url?: string): Promise<BenchServer> {
     url: target,
     version,
     connect: open,
+    ...(server ? { monitor: <T>(path: string) => server.monitor<T>(path) } : {}),
     async stop() {
       await Promise.allSettled(conns.map((c) => c.close()));
       await server?.stop();

@@ -86,6 +86,37 @@ export async function scalingChart(rows: Row[]): Promise<string | undefined> {
   return new vega.View(vega.parse(spec), { renderer: "none" }).toSVG();
 }
 
+/**
+ * The fleet's scaling curve (issue 16, items 3 and 6): time from start until every
+ * partition was handled, and `describeGroup` time, by group size, as SVG; from the
+ * `9 fleet curve` rows (variants `<flavour> <partitions>/<members>: <what>`).
+ */
+export async function fleetChart(rows: Row[]): Promise<string | undefined> {
+  const values = rows
+    .filter((r) => r.scenario === "9 fleet curve")
+    .flatMap((r) => {
+      const m = /^(\w+) (\d+)\/(\d+): (.*)$/.exec(r.variant);
+      if (!m) return [];
+      const what = m[4]?.startsWith("describe") ? "describeGroup" : "all consuming";
+      return [{ partitions: Number(m[2]), ms: r.value, series: `${m[1] ?? ""} ${what}` }];
+    });
+  if (values.length === 0) return undefined;
+  const spec = vl.compile({
+    $schema: "https://vega.github.io/schema/vega-lite/v6.json",
+    title: "Fleet by size (members = partitions / 8): until every partition handled, and describe",
+    width: 480,
+    height: 280,
+    data: { values },
+    mark: { type: "line", point: true },
+    encoding: {
+      x: { field: "partitions", type: "quantitative", scale: { type: "log", base: 2 }, axis: { values: [...new Set(values.map((v) => v.partitions))] } },
+      y: { field: "ms", type: "quantitative", title: "ms" },
+      color: { field: "series", type: "nominal", title: null },
+    },
+  }).spec;
+  return new vega.View(vega.parse(spec), { renderer: "none" }).toSVG();
+}
+
 /** Writes a file, creating its folder. */
 export async function write(path: string, text: string): Promise<void> {
   await mkdir(dirname(path), { recursive: true });

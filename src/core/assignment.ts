@@ -31,7 +31,17 @@ export function compareCodePoints(a: string, b: string): number {
  * @param maxMembers - the partition count
  */
 export function effectiveMembers(members: readonly string[], maxMembers: number): string[] {
-  return [...new Set(members)].sort(compareCodePoints).slice(0, maxMembers);
+  const unique = [...new Set(members)];
+  // Without surrogates, UTF-16 code unit order is code point order: the plain comparison (much faster) is exact.
+  const astral = unique.some((m) => SURROGATE.test(m));
+  return unique.sort(astral ? compareCodePoints : compareCodeUnits).slice(0, maxMembers);
+}
+
+/** Any UTF-16 surrogate: a string without one orders the same by code units as by code points. */
+const SURROGATE = /[\uD800-\uDFFF]/;
+
+function compareCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function assertMaxMembers(maxMembers: number): void {
@@ -59,16 +69,22 @@ export function memberPartitions(
   assertMaxMembers(maxMembers);
   if (members && members.length > 0) {
     const sorted = effectiveMembers(members, maxMembers);
-    const n = sorted.length;
-    const q = Math.floor(maxMembers / n);
-    const owned: number[] = [];
-    for (let i = 0; i < maxMembers; i++) {
-      const owner = i < n * q ? sorted[Math.floor(i / q)] : sorted[(i - n * q) % n];
-      if (owner === memberName) owned.push(i);
-    }
-    return owned;
+    return balancedPartitions(sorted.length, maxMembers, sorted.indexOf(memberName));
   }
   return (memberMappings ?? []).filter((m) => m.member === memberName).flatMap((m) => m.partitions ?? []);
+}
+
+/**
+ * The partitions of the k-th of n sorted members (none when k is -1 or beyond the cap):
+ * the block k·q … k·q+q-1 with q = ⌊P/n⌋, then the leftover n·q+k when there is one
+ * (n ≤ P, so q ≥ 1). The same as Go's loop over every partition, without the loop.
+ */
+function balancedPartitions(n: number, maxMembers: number, k: number): number[] {
+  if (k < 0 || k >= n) return [];
+  const q = Math.floor(maxMembers / n);
+  const owned = Array.from({ length: q }, (_, i) => k * q + i);
+  if (n * q + k < maxMembers) owned.push(n * q + k);
+  return owned;
 }
 
 /**
@@ -108,10 +124,14 @@ export function generatePartitionFilters(
 export function partitionAssignment(config: Pick<StaticConsumerGroupConfig, "max_members" | "members" | "member_mappings">): Map<string, number[]> {
   const result = new Map<string, number[]>();
   const { members, member_mappings: mappings, max_members: max } = config;
+  assertMaxMembers(max);
   if (members && members.length > 0) {
-    for (const m of [...new Set(members)].sort(compareCodePoints)) result.set(m, memberPartitions(members, max, null, m));
+    // Once, not per member: sorting per member made this quadratic in the membership.
+    const sorted = effectiveMembers(members, Number.POSITIVE_INFINITY);
+    const n = Math.min(sorted.length, max);
+    sorted.forEach((m, k) => result.set(m, balancedPartitions(n, max, k)));
   } else {
-    for (const m of mappings ?? []) result.set(m.member, memberPartitions(null, max, mappings, m.member));
+    for (const m of mappings ?? []) result.set(m.member, [...(result.get(m.member) ?? []), ...(m.partitions ?? [])]);
   }
   return result;
 }

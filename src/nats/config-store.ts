@@ -10,6 +10,7 @@ import { bucketName, configKey, parseConfigKey } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
 import { validateStaticConfig, validateStoredElasticConfig } from "../core/validation.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
+import { SharedWatches, type RawWatch, type WatchLease } from "./shared-watch.js";
 
 /** How one flavour's config is stored. */
 export interface Flavour<C> {
@@ -238,9 +239,26 @@ export type ConfigEvent<C> =
   | { kind: "deleted"; revision: number }
   | { kind: "invalid"; error: ConsumerGroupError; revision: number };
 
+/** Where a watch may be shared: the connection it runs on and the JetStream API prefix it uses. */
+export interface WatchSharing {
+  /** The connection (instances on the same one share a watch). */
+  connection: object;
+  /** The JetStream API prefix (a domain or an import watches another bucket of the same name). */
+  apiPrefix: string;
+}
+
+/** The config watches shared by the instances on one connection. */
+const sharedConfigWatches = new SharedWatches<KvEntry>();
+
+/** How many config watches are open on a connection (diagnostics and tests). */
+export function openConfigWatches(connection: object): number {
+  return sharedConfigWatches.openCount(connection);
+}
+
 /**
  * Watches a group's key from after `afterRevision`. Deletes, purges, bad JSON and
- * invalid configs are all reported as events, never thrown.
+ * invalid configs are all reported as events, never thrown. With `sharing`, the
+ * instances on one connection share one KV watcher of the key (see {@link SharedWatches}).
  */
 export async function watchConfig<C>(
   kv: KV,
@@ -248,37 +266,46 @@ export async function watchConfig<C>(
   stream: string,
   group: string,
   afterRevision: number,
-): Promise<{ events: AsyncIterable<ConfigEvent<C>>; stop(): void }> {
-  let watcher: Awaited<ReturnType<KV["watch"]>>;
-  try {
-    watcher = await kv.watch({ key: configKey(stream, group), resumeFromRevision: afterRevision + 1 });
-  } catch (err) {
-    throw wrapServerError(err, `starting the watch of the ${flavour.kind} consumer group's config "${configKey(stream, group)}"`);
-  }
+  sharing?: WatchSharing,
+): Promise<{ events: AsyncIterable<ConfigEvent<C>>; stop(): void; abandon?(): void }> {
+  const key = configKey(stream, group);
+  const open = async (after: number): Promise<RawWatch<KvEntry>> => {
+    try {
+      return await kv.watch({ key, resumeFromRevision: after + 1 });
+    } catch (err) {
+      throw wrapServerError(err, `starting the watch of the ${flavour.kind} consumer group's config "${key}"`);
+    }
+  };
+  const lease: WatchLease<KvEntry> = sharing
+    ? await sharedConfigWatches.join(sharing.connection, `${sharing.apiPrefix}\n${bucketName(flavour.kind)}\n${key}`, afterRevision, open)
+    : await open(afterRevision).then((watcher) => ({ entries: watcher, stop: () => watcher.stop(), abandon: () => watcher.stop() }));
   async function* events(): AsyncIterable<ConfigEvent<C>> {
-    for await (const entry of watcher) {
-      if (entry.operation === "DEL") {
-        yield { kind: "deleted", revision: entry.revision };
-      } else if (entry.operation === "PURGE") {
-        yield {
-          kind: "invalid",
-          revision: entry.revision,
-          error: new ConsumerGroupError("CONFIG_DECODE", `${flavour.kind} consumer group ${stream}.${group} config watcher received a bad JSON message: the key was purged (delete groups with deleteStatic/deleteElastic, not a purge)`),
-        };
-      } else {
-        try {
-          yield { kind: "put", config: decodeEntry(flavour, entry), revision: entry.revision };
-        } catch (err) {
-          const error = err instanceof ConsumerGroupError ? err : new ConsumerGroupError("CONFIG_DECODE", String(err));
-          const prefix = error.code === "CONFIG_DECODE" ? "received a bad JSON message" : "received an invalid config";
-          yield {
-            kind: "invalid",
-            revision: entry.revision,
-            error: new ConsumerGroupError(error.code, `${flavour.kind} consumer group ${stream}.${group} config watcher ${prefix}: ${error.message}`, { cause: error }),
-          };
-        }
-      }
+    for await (const entry of lease.entries) {
+      yield configEvent(flavour, stream, group, entry);
     }
   }
-  return { events: events(), stop: () => watcher.stop() };
+  return { events: events(), stop: () => lease.stop(), abandon: () => lease.abandon() };
+}
+
+/** What a KV entry of a group's key means to a member. */
+function configEvent<C>(flavour: Flavour<C>, stream: string, group: string, entry: KvEntry): ConfigEvent<C> {
+  if (entry.operation === "DEL") return { kind: "deleted", revision: entry.revision };
+  if (entry.operation === "PURGE") {
+    return {
+      kind: "invalid",
+      revision: entry.revision,
+      error: new ConsumerGroupError("CONFIG_DECODE", `${flavour.kind} consumer group ${stream}.${group} config watcher received a bad JSON message: the key was purged (delete groups with deleteStatic/deleteElastic, not a purge)`),
+    };
+  }
+  try {
+    return { kind: "put", config: decodeEntry(flavour, entry), revision: entry.revision };
+  } catch (err) {
+    const error = err instanceof ConsumerGroupError ? err : new ConsumerGroupError("CONFIG_DECODE", String(err));
+    const prefix = error.code === "CONFIG_DECODE" ? "received a bad JSON message" : "received an invalid config";
+    return {
+      kind: "invalid",
+      revision: entry.revision,
+      error: new ConsumerGroupError(error.code, `${flavour.kind} consumer group ${stream}.${group} config watcher ${prefix}: ${error.message}`, { cause: error }),
+    };
+  }
 }

@@ -156,7 +156,8 @@ export class MemberController<C> implements ConsumerGroupMember {
       this.suspectRevision = undefined;
     } else if (this.suspectRevision === stored) {
       this.suspectRevision = undefined;
-      this.watch?.stop();
+      if (this.watch?.abandon) this.watch.abandon();
+      else this.watch?.stop();
     } else {
       this.suspectRevision = stored;
     }

@@ -27,8 +27,13 @@ export interface ConsumeSession {
 export interface ConfigWatch<C> {
   /** The events, until the watch fails (throws) or ends. */
   readonly events: AsyncIterable<ConfigEvent<C>>;
-  /** Stops the watch. */
+  /** Stops the watch (a watch shared by instances on one connection: leaves it, and the last user stops it). */
   stop(): void;
+  /**
+   * Stops the watch because it no longer follows the key (a silent watch of a recreated
+   * bucket). A shared watch ends for every instance on it, and the next open starts a new one.
+   */
+  abandon?(): void;
 }
 
 /** The result of asking for the member's consumer. */

@@ -10,7 +10,7 @@ import { PRIORITY_GROUP, bucketName } from "../core/names.js";
 import { pinnedTtlMs, pullExpiryMs, rejoinTickMs } from "../core/timing.js";
 import type { GroupKind } from "../core/types.js";
 import { readConfig, watchConfig, type Flavour, type StoredConfig } from "./config-store.js";
-import { checkClientShapes, connectionOf, connectionStatus } from "./client-seam.js";
+import { apiPrefix, checkClientShapes, connectionOf, connectionStatus } from "./client-seam.js";
 import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
 import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
@@ -208,7 +208,9 @@ class NatsMemberPort<C> implements MemberPort<C> {
   }
 
   openWatch(afterRevision: number): Promise<ConfigWatch<C>> {
-    return watchConfig(this.kv, this.driver.flavour, this.stream, this.group, afterRevision);
+    // Instances on one connection share one watcher of the key.
+    const sharing = { connection: connectionOf(this.js), apiPrefix: apiPrefix(this.js) };
+    return watchConfig(this.kv, this.driver.flavour, this.stream, this.group, afterRevision, sharing);
   }
 
   cleanup(): Promise<void> {

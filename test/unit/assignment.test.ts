@@ -437,3 +437,54 @@ describe("memberRoster", () => {
     assert.deepEqual(memberRoster({ max_members: 3 }), []);
   });
 });
+
+describe("memberPartitions - the arithmetic form equals the partition-by-partition definition", () => {
+  /** Go's definition, one partition at a time. */
+  function reference(members: string[], maxMembers: number, member: string): number[] {
+    const sorted = [...new Set(members)].sort(compareCodePoints).slice(0, maxMembers);
+    const n = sorted.length;
+    const q = Math.floor(maxMembers / n);
+    const owned: number[] = [];
+    for (let i = 0; i < maxMembers; i++) {
+      const owner = i < n * q ? sorted[Math.floor(i / q)] : sorted[(i - n * q) % n];
+      if (owner === member) owned.push(i);
+    }
+    return owned;
+  }
+  const alphabet = ["a", "b", "z", "\uE000", "\uFFFD", "😀", "\u{10FFFF}", "0"];
+  let state = 12345;
+  const random = (below: number): number => {
+    state = (state * 1103515245 + 12345) % 2 ** 31;
+    return state % below;
+  };
+  test("memberPartitions - 500 random memberships (with astral names, duplicates, more members than partitions)", () => {
+    for (let round = 0; round < 500; round++) {
+      const count = 1 + random(12);
+      const members = Array.from({ length: count }, () => Array.from({ length: 1 + random(3) }, () => alphabet[random(alphabet.length)]).join(""));
+      const maxMembers = 1 + random(40);
+      for (const member of [...members, "absent"]) {
+        assert.deepEqual(memberPartitions(members, maxMembers, null, member), reference(members, maxMembers, member), `${JSON.stringify(members)} P=${maxMembers} ${member}`);
+      }
+    }
+  });
+});
+
+test("partitionAssignment - equals memberPartitions of each member, balanced and mapped, over random memberships", () => {
+  let state = 777;
+  const random = (below: number): number => {
+    state = (state * 1103515245 + 12345) % 2 ** 31;
+    return state % below;
+  };
+  const alphabet = ["a", "b", "\uE000", "😀", "0"];
+  for (let round = 0; round < 300; round++) {
+    const members = Array.from({ length: 1 + random(10) }, () => Array.from({ length: 1 + random(2) }, () => alphabet[random(alphabet.length)]).join(""));
+    const max = 1 + random(30);
+    const balanced = partitionAssignment({ max_members: max, members, member_mappings: [] });
+    assert.deepEqual([...balanced.keys()], [...new Set(members)].sort(compareCodePoints));
+    for (const [m, ps] of balanced) assert.deepEqual(ps, memberPartitions(members, max, null, m));
+    const mappings: MemberMapping[] = members.map((member, i) => ({ member, partitions: [i % max] }));
+    const mapped = partitionAssignment({ max_members: max, members: [], member_mappings: mappings });
+    for (const [m, ps] of mapped) assert.deepEqual(ps, memberPartitions(null, max, mappings, m));
+    assert.deepEqual([...mapped.keys()], [...new Set(members)]);
+  }
+});

@@ -81,6 +81,12 @@ class FakeWatch implements ConfigWatch<Cfg> {
     this.stopped = true;
     this.wake?.();
   }
+  /** Set when the controller gave the watch up as stale (a shared one ends for every user). */
+  abandoned = false;
+  abandon(): void {
+    this.abandoned = true;
+    this.stop();
+  }
 }
 
 class FakePort implements MemberPort<Cfg> {
@@ -447,6 +453,7 @@ describe("member controller - lifecycle without a server", () => {
     mock.timers.tick(1000);
     await flush(10);
     assert.equal(h.port.watches[0]?.stopped, true, "the second one replaces the watch");
+    assert.equal(h.port.watches[0]?.abandoned, true, "a stale watch is abandoned (ended for every instance sharing it), not just left");
     mock.timers.tick(250);
     await flush(20);
     assert.ok(h.events.some((e) => e.type === "watch_restarted"));
