@@ -68,8 +68,10 @@ describe("elastic - basics", () => {
     for (const h of m2.handled) assert.equal(h.partition, 1, `m2 got ${h.rawSubject}`);
 
     // Step 3: m1 leaves; m2 gets all 20 sourced messages of the next 30.
+    const idleBefore = m1.eventCount("idle");
     assert.deepEqual(await deleteMembers(env.js, stream, "group", ["m1"]), ["m2"]);
-    await sleep(50);
+    // Go's test sleeps 50 ms here; on a loaded machine m1 may not have read the change by then (it is a watch, not a barrier).
+    await waitUntil(() => m1.eventCount("idle") > idleBefore, 10_000, () => `m1 to go idle after its removal (${counts(m1, m2)})`);
     await publishAll(env.js, batch(3));
     await waitUntil(() => distinct(m2) >= 30, 20_000, () => `c2=30 (${counts(m1, m2)})`);
     await sleep(300);

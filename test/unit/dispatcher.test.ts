@@ -157,7 +157,8 @@ describe("dispatcher - scheduling (no server)", () => {
   test("dispatcher - async handlers back to back: each starts after the previous ack was queued, and the run's acks share one write", async () => {
     const { events, log } = recorder();
     const trace: string[] = [];
-    const batch = new WriteBatch({ suspend: () => void trace.push("suspend"), resume: () => void trace.push("resume (written)") });
+    // Limits no loaded machine reaches between two promise reactions (the 1 ms default could be: write-batch.test.ts covers the limits).
+    const batch = new WriteBatch({ suspend: () => void trace.push("suspend"), resume: () => void trace.push("resume (written)") }, { maxAcks: 256, maxMs: 60_000 });
     const msgs = [1, 2, 3, 4].map((s) => delivery(s, `k${s}`));
     for (const m of msgs) {
       const js = m.js as unknown as { ack: () => void };
