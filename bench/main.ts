@@ -12,6 +12,7 @@ import { benchServer, noServer } from "./lib/env.js";
 import { machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { assignment } from "./scenarios/assignment.js";
+import { cluster } from "./scenarios/cluster.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
@@ -21,7 +22,7 @@ import { overhead } from "./scenarios/overhead.js";
 import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, assignment, cluster };
 /** Scenarios that never touch the server: a run of only these starts none. */
 const serverless = new Set(["assignment"]);
 
