@@ -145,13 +145,21 @@ function sampleAckPending(jsm: JetStreamManager, stream: string, consumer: strin
  * A raw nats.js consume() of `count` messages through a pinned 16-filter consumer,
  * acking each; `maxMessages` is the pull batch (nats.js default 100).
  */
-async function rawConsume(nodes: Nodes, stream: string, count: number, mode: "iterator" | "callback", at: "leader" | "follower", maxMessages = 100): Promise<Sample> {
+async function rawConsume(
+  nodes: Nodes,
+  stream: string,
+  count: number,
+  mode: "iterator" | "callback",
+  at: "leader" | "follower",
+  maxMessages = 100,
+  consumerReplicas?: number,
+): Promise<Sample> {
   const admin = nodes.conns[0] as Conn;
   const leader = await leaderOf(admin.jsm, nodes, stream);
   const client = at === "leader" ? leader : (leader + 1) % nodes.conns.length;
   const { js, jsm } = nodes.conns[client] as Conn;
   const name = `raw_${mode}_${at}`;
-  await jsm.consumers.add(stream, pinnedConfig(name));
+  await jsm.consumers.add(stream, { ...pinnedConfig(name), ...(consumerReplicas === undefined ? {} : { num_replicas: consumerReplicas }) });
   const c = await js.consumers.get(stream, name);
   const window = new Window(count, nodes.pids);
   const sampled = sampleAckPending(admin.jsm, stream, name);
@@ -324,13 +332,15 @@ export async function cluster(ctx: BenchContext): Promise<Row[]> {
     for (const s of [s3, e3, s1, e1]) await publishKeyed(admin.js, s, ctx.messages, ctx.keys);
 
     const n = ctx.messages;
-    const r3 = { iterator: [] as Sample[], callback: [] as Sample[], ours: [] as Sample[], sourcing: [] as Sample[], wqIterator: [] as Sample[], wqCallback: [] as Sample[], wqFollower: [] as Sample[], wqOurs: [] as Sample[], wqOurs4: [] as Sample[], wqWide: [] as Sample[], wqOursWide: [] as Sample[] };
+    const r3 = { iterator: [] as Sample[], callback: [] as Sample[], callbackR1Consumer: [] as Sample[], ours: [] as Sample[], sourcing: [] as Sample[], wqIterator: [] as Sample[], wqCallback: [] as Sample[], wqFollower: [] as Sample[], wqOurs: [] as Sample[], wqOurs4: [] as Sample[], wqWide: [] as Sample[], wqOursWide: [] as Sample[] };
     const r1 = { callback: [] as Sample[], sourcing: [] as Sample[], wqCallback: [] as Sample[], wqOurs: [] as Sample[] };
     const fmt = (s: Sample | undefined): string => (s ? s.rate.toFixed(0) : "?");
     for (let run = 0; run < ctx.runs; run++) {
       // (a) R3 partitioned stream: raw both modes, then ours.
       r3.iterator.push(await rawConsume(nodes, s3, n, "iterator", "leader"));
       r3.callback.push(await rawConsume(nodes, s3, n, "callback", "leader"));
+      // The same with an R1 consumer: what the consumer's replicated ack state costs (a work queue's consumers must match its replicas).
+      r3.callbackR1Consumer.push(await rawConsume(nodes, s3, n, "callback", "leader", 100, 1));
       r3.ours.push(await oursStatic(nodes, s3, `g${run}`, n));
       // (b, c) R3 work queue: each consume needs its own freshly sourced work queue.
       const wq3 = async (group: string, into: Sample[], consume: () => Promise<Sample>): Promise<void> => {
@@ -352,7 +362,7 @@ export async function cluster(ctx: BenchContext): Promise<Row[]> {
       r1.sourcing.push(await sourced(nodes, e1, `g${run}`, n));
       r1.wqOurs.push(await oursElastic(nodes, e1, `g${run}`, n, 1));
       ctx.log(
-        `  cluster run ${run + 1}: R3 stream raw it/cb ${fmt(r3.iterator[run])}/${fmt(r3.callback[run])} static ${fmt(r3.ours[run])}; ` +
+        `  cluster run ${run + 1}: R3 stream raw it/cb/cb-R1-consumer ${fmt(r3.iterator[run])}/${fmt(r3.callback[run])}/${fmt(r3.callbackR1Consumer[run])} static ${fmt(r3.ours[run])}; ` +
           `R3 sourcing ${fmt(r3.sourcing[r3.sourcing.length - 1])}; R3 WQ raw it/cb/follower ${fmt(r3.wqIterator[run])}/${fmt(r3.wqCallback[run])}/${fmt(r3.wqFollower[run])} ` +
           `elastic 1/4 members ${fmt(r3.wqOurs[run])}/${fmt(r3.wqOurs4[run])}; pulls of ${WIDE}: raw ${fmt(r3.wqWide[run])} elastic ${fmt(r3.wqOursWide[run])}; R1 stream raw cb ${fmt(r1.callback[run])}, sourcing ${fmt(r1.sourcing[r1.sourcing.length - 1])}, ` +
           `WQ raw cb ${fmt(r1.wqCallback[run])} elastic ${fmt(r1.wqOurs[run])} msgs/s`,
@@ -366,6 +376,7 @@ export async function cluster(ctx: BenchContext): Promise<Row[]> {
     return [
       row("R3 partitioned stream: raw nats.js consume(), iterator", r3.iterator),
       row("R3 partitioned stream: raw nats.js consume(), callback", r3.callback, versus(r3.callback, r1.callback, "R1 raw callback, same cluster")),
+      row("R3 partitioned stream: raw callback, R1 consumer", r3.callbackR1Consumer, versus(r3.callbackR1Consumer, r3.callback, "R3 raw callback, R3 consumer")),
       row("R3 partitioned stream: staticConsume, 16 partitions, no-op", r3.ours, versus(r3.ours, fasterStatic, fasterName(fasterStatic, r3.iterator))),
       row("R3 server sourcing rate into the work queue", r3.sourcing, {
         ...versus(r3.sourcing, r1.sourcing, "R1 sourcing, same cluster"),
