@@ -213,6 +213,8 @@ async function oursStatic(nodes: Nodes, stream: string, group: string, count: nu
 async function sourced(nodes: Nodes, stream: string, group: string, count: number): Promise<Sample> {
   const admin = nodes.conns[0] as Conn;
   const wq = `${stream}-${group}`;
+  // The work queue's first sighting (maybe still empty) and its first sighting with messages.
+  let exists: { mark: CpuMark; messages: number } | undefined;
   let first: { mark: CpuMark; messages: number } | undefined;
   let last: CpuMark | undefined;
   let stop = false;
@@ -220,16 +222,21 @@ async function sourced(nodes: Nodes, stream: string, group: string, count: numbe
     while (!stop) {
       const messages = await admin.jsm.streams.info(wq).then(
         (i) => i.state.messages,
-        () => 0,
+        () => undefined,
       );
-      if (messages > 0 && !first) first = { mark: cpuMark(nodes.pids), messages };
-      if (messages >= count) {
-        last = cpuMark(nodes.pids);
-        return;
+      if (messages !== undefined) {
+        const seen = { mark: cpuMark(nodes.pids), messages };
+        exists ??= seen;
+        if (messages > 0 && messages < count) first ??= seen;
+        if (messages >= count) {
+          last = seen.mark;
+          return;
+        }
       }
       await new Promise((r) => setTimeout(r, 10));
     }
   })();
+  const requested = { mark: cpuMark(nodes.pids), messages: 0 };
   try {
     await createElastic(admin.js, { stream, group, maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
     await until(() => last !== undefined, 600_000, `sourcing into ${wq}`, 10);
@@ -237,11 +244,12 @@ async function sourced(nodes: Nodes, stream: string, group: string, count: numbe
     stop = true;
     await poll;
   }
-  const from = first as { mark: CpuMark; messages: number };
+  // From the first partial sighting; when sourcing finished between two polls, from the work queue's
+  // first sighting, or (when it was full at once) from the create request: slower, never infinite.
+  const from = first ?? (exists && exists.messages < count ? exists : requested);
   const to = last as CpuMark;
   const leader = await leaderOf(admin.jsm, nodes, wq);
-  // When the first poll already saw every message, the rate is unknown (NaN), not infinite.
-  const rate = to.at > from.mark.at ? (count - from.messages) / ((to.at - from.mark.at) / 1000) : NaN;
+  const rate = (count - from.messages) / ((to.at - from.mark.at) / 1000);
   return { rate, cpu: cpuShare(from.mark, to), leader, client: -1, consumersLocal: 0, consumers: 0 };
 }
 
