@@ -12,6 +12,7 @@ import { benchServer, noServer } from "./lib/env.js";
 import { fleetChart, machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { assignment } from "./scenarios/assignment.js";
+import { cluster } from "./scenarios/cluster.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
@@ -23,9 +24,9 @@ import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 import { versions } from "./scenarios/versions.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, assignment, versions };
-/** Scenarios that never touch the suite's server (versions starts servers of its own): a run of only these starts none. */
-const serverless = new Set(["assignment", "versions"]);
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, cluster, assignment, versions };
+/** Scenarios that never touch the suite's server (cluster and versions start servers of their own): a run of only these starts none. */
+const serverless = new Set(["assignment", "versions", "cluster"]);
 
 const { values } = parseArgs({
   options: {

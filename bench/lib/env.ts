@@ -57,19 +57,20 @@ export function noServer(): BenchServer {
   };
 }
 
-/** A partitioned stream `<name>` with subjects `<name>.<key>` and N partitions from its own transform. */
-export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number): Promise<void> {
+/** A partitioned stream `<name>` with subjects `<name>.<key>` and N partitions from its own transform (R1 unless `replicas`). */
+export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number, replicas = 1): Promise<void> {
   await jsm.streams.add({
     name,
     subjects: [`${name}.*`],
     storage: "file",
+    num_replicas: replicas,
     subject_transform: { src: `${name}.*`, dest: `{{partition(${partitions},1)}}.${name}.{{wildcard(1)}}` },
   });
 }
 
-/** A plain stream `<name>` with subjects `<name>.*`. */
-export async function plainStream(jsm: JetStreamManager, name: string): Promise<void> {
-  await jsm.streams.add({ name, subjects: [`${name}.*`], storage: "file" });
+/** A plain stream `<name>` with subjects `<name>.*` (R1 unless `replicas`). */
+export async function plainStream(jsm: JetStreamManager, name: string, replicas = 1): Promise<void> {
+  await jsm.streams.add({ name, subjects: [`${name}.*`], storage: "file", num_replicas: replicas });
 }
 
 /**
