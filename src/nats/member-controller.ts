@@ -322,9 +322,7 @@ export class MemberController<C> implements ConsumerGroupMember {
   private async rebalance(): Promise<void> {
     if (this.state.name === "consuming") {
       const session = this.state.session;
-      const pinned = await this.port.isPinned(session);
-      this.state = { name: "draining", session };
-      await session.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0);
+      const pinned = await this.pinnedAcrossStop(session, () => session.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0));
       this.state = { name: "joining", attempt: 0 };
       const kept = this.partitions();
       await this.revoke(this.assigned.filter((p) => !kept.includes(p)));
@@ -334,6 +332,22 @@ export class MemberController<C> implements ConsumerGroupMember {
     clearTimeout(this.retryTimer);
     this.joinAttempts = 0;
     await this.join(false);
+  }
+
+  /**
+   * Whether this instance holds the consumer's pin, asked before `stop` (while the pin
+   * is surely still held) and, when the instance learned its pin id only during the
+   * drain, once more after it: the server may have pinned this instance with a message
+   * still on the wire when it first asked, and a single instance that does not know it
+   * is pinned would leave its old consumer to the server's inactive threshold.
+   */
+  private async pinnedAcrossStop(session: ConsumeSession, stop: () => Promise<unknown>, draining = true): Promise<boolean> {
+    const knownPin = session.pinId;
+    const before = await this.port.isPinned(session);
+    if (draining) this.state = { name: "draining", session };
+    await stop();
+    if (before) return true;
+    return session.pinId !== undefined && session.pinId !== knownPin && (await this.port.isPinned(session));
   }
 
   private async revoke(partitions: number[]): Promise<void> {
@@ -526,9 +540,11 @@ export class MemberController<C> implements ConsumerGroupMember {
     this.port.close();
     if (prior.name === "consuming" || prior.name === "draining") {
       const session = prior.session;
-      const pinned = opts.unpin && (await this.port.isPinned(session));
-      await session.stop(this.settings.drainTimeoutMs);
-      if (pinned) await this.port.unpin();
+      if (opts.unpin) {
+        if (await this.pinnedAcrossStop(session, () => session.stop(this.settings.drainTimeoutMs), false)) await this.port.unpin();
+      } else {
+        await session.stop(this.settings.drainTimeoutMs);
+      }
     }
     await this.revoke(this.assigned);
     if (opts.cleanup) await this.port.cleanup();

@@ -309,6 +309,62 @@ describe("member controller - lifecycle without a server", () => {
     assertBalanced(h.log);
   });
 
+  test("controller - pinned by a message still on the wire when it asked: the pin id learned during the drain makes it delete its consumer (no wait for the inactive threshold)", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const session = h.port.sessions[0] as FakeSession;
+    session.pinId = undefined; // nothing delivered yet
+    const answers = [false, true]; // before the drain: no pin known; after it: the pin is this instance's
+    h.port.isPinned = () => Promise.resolve(answers.shift() ?? false);
+    const stop = session.stop.bind(session);
+    session.stop = (timeoutMs) => {
+      session.pinId = "pin-late"; // the message that pinned it arrives during the drain
+      return stop(timeoutMs);
+    };
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    assert.deepEqual(answers, [], "asked before and after the drain");
+    assert.ok(h.port.calls.includes("delete"), "the instance that turned out pinned deleted the consumer it joined");
+    assert.equal(h.controller.currentState.name, "consuming");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a standby that learned no new pin id during the drain is not asked again and deletes nothing", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    let asked = 0;
+    h.port.isPinned = () => {
+      asked += 1;
+      return Promise.resolve(false);
+    };
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    mock.timers.tick(500);
+    await flush();
+    assert.equal(asked, 1);
+    assert.ok(!h.port.calls.includes("delete"));
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - stop(): a pin learned during the drain is released too (unpin), so a standby takes over at once", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const session = h.port.sessions[0] as FakeSession;
+    session.pinId = undefined;
+    const answers = [false, true];
+    h.port.isPinned = () => Promise.resolve(answers.shift() ?? false);
+    const stop = session.stop.bind(session);
+    session.stop = (timeoutMs) => {
+      session.pinId = "pin-late";
+      return stop(timeoutMs);
+    };
+    await h.controller.stop();
+    assert.ok(h.port.calls.includes("unpin"));
+    assertBalanced(h.log);
+  });
+
   test("controller - a second change while a join waits revokes what the first one assigned and no longer holds", async () => {
     const h = harness([0, 1]);
     await h.controller.start(false);
