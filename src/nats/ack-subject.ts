@@ -22,7 +22,8 @@ const ZERO = 48;
 const NINE = 57;
 
 /**
- * Reads the delivery count and stream sequence of an ack subject.
+ * Reads the delivery count and stream sequence of an ack subject (one pass, one
+ * object: it runs for every delivered message).
  *
  * @returns undefined when `reply` is not a JetStream ack subject (the caller falls back to nats.js)
  */
@@ -32,26 +33,23 @@ export function deliveryNumbers(reply: string): DeliveryNumbers | undefined {
   for (let i = 0; i < reply.length; i++) if (reply.charCodeAt(i) === DOT) dots += 1;
   const tokens = dots + 1;
   if (tokens !== 9 && tokens < 11) return undefined;
-  // Token index of the delivery count: 4 in the short form, 6 in the long one.
+  // Token index of the delivery count: 4 in the short form, 6 in the long one; the stream sequence follows it.
   const countToken = tokens === 9 ? 4 : 6;
   let at = 0;
   for (let seen = 0; seen < countToken; at++) if (reply.charCodeAt(at) === DOT) seen += 1;
-  const count = readNumber(reply, at);
-  if (count === undefined) return undefined;
-  const sequence = readNumber(reply, count.end + 1);
-  if (sequence === undefined) return undefined;
-  return { deliveryCount: count.value, streamSequence: sequence.value };
-}
-
-/** The decimal number at `from`, up to the next dot (or the end). */
-function readNumber(subject: string, from: number): { value: number; end: number } | undefined {
-  let value = 0;
-  let at = from;
-  for (; at < subject.length; at++) {
-    const code = subject.charCodeAt(at);
-    if (code === DOT) break;
-    if (code < ZERO || code > NINE) return undefined;
-    value = value * 10 + (code - ZERO);
+  let deliveryCount = 0;
+  let streamSequence = 0;
+  let digits = 0;
+  for (let field = 0; field < 2; field++, at++) {
+    digits = 0;
+    for (; at < reply.length; at++, digits++) {
+      const code = reply.charCodeAt(at);
+      if (code === DOT) break;
+      if (code < ZERO || code > NINE) return undefined;
+      if (field === 0) deliveryCount = deliveryCount * 10 + (code - ZERO);
+      else streamSequence = streamSequence * 10 + (code - ZERO);
+    }
+    if (digits === 0) return undefined;
   }
-  return at === from ? undefined : { value, end: at };
+  return { deliveryCount, streamSequence };
 }
