@@ -121,10 +121,8 @@ export async function orderVsGo(ctx: BenchContext): Promise<Row[]> {
       unit: "msgs/s",
       baseline: "Go",
       ratio,
-      target: ">= 1.0",
-      met: ratio >= 1,
       samples: ours,
-      note: `${(median(ours) / median(raw)).toFixed(2)}× raw nats.js on the same consumer`,
+      note: `Go's own config, one ack round trip per message: ${(median(ours) / median(raw)).toFixed(2)}× raw nats.js on the same consumer (the guarantee's comparison is the next row)`,
     },
     {
       scenario: "2 strict order vs Go",
