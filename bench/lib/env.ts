@@ -3,7 +3,7 @@
  * connections, streams and fast keyed publishing.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import { NatsServer } from "../../src/server/launcher.js";
 
 /** A connection with its clients. */
@@ -58,8 +58,9 @@ export function noServer(): BenchServer {
 }
 
 /** A partitioned stream `<name>` with subjects `<name>.<key>` and N partitions from its own transform (R1 unless `replicas`). */
-export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number, replicas = 1): Promise<void> {
+export async function partitionedStream(jsm: JetStreamManager, name: string, partitions: number, replicas = 1, extra: Partial<StreamConfig> = {}): Promise<void> {
   await jsm.streams.add({
+    ...extra,
     name,
     subjects: [`${name}.*`],
     storage: "file",

@@ -96,7 +96,8 @@ async function kvConsumers(conn: Conn, flavour: Flavour): Promise<number> {
  */
 async function runFleet(ctx: BenchContext, conn: Conn, flavour: Flavour, partitions: number, members: number, full: boolean, nodeFlags: string[]): Promise<FleetResult> {
   const stream = ctx.name(flavour === "static" ? "fls" : "fle");
-  if (flavour === "static") await partitionedStream(conn.jsm, stream, partitions);
+  // allow_direct, as docs/observability.md advises for describe (scenario 8 measures a stream without it).
+  if (flavour === "static") await partitionedStream(conn.jsm, stream, partitions, 1, { allow_direct: true });
   else await plainStream(conn.jsm, stream);
   const names = Array.from({ length: members }, (_, i) => `m${String(i).padStart(4, "0")}`);
   const createStarted = clock();
