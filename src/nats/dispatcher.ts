@@ -120,9 +120,24 @@ class LaneMessage extends ConsumerGroupMessage {
   /** Whether its lane was reported blocked. */
   reportedBlocked = false;
 
-  constructor(msg: JsMsg, partition: number, signal: AbortSignal, arrivedBy: number, numbers: DeliveryNumbers) {
-    super(msg, partition, signal, numbers);
+  constructor(
+    msg: JsMsg,
+    partition: number,
+    signal: AbortSignal,
+    arrivedBy: number,
+    /** Its stream sequence and delivery count, read from the ack subject once (nats.js's delivery info is parsed only if the handler asks). */
+    private readonly delivery: DeliveryNumbers,
+  ) {
+    super(msg, partition, signal);
     this.lastBeatAt = arrivedBy;
+  }
+
+  override get seq(): number {
+    return this.delivery.streamSequence;
+  }
+
+  override get redelivered(): boolean {
+    return this.delivery.deliveryCount > 1;
   }
 
   override nak(delayMs?: number): void {

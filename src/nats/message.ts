@@ -29,7 +29,6 @@ export class ConsumerGroupMessage {
    * @param msg - the underlying nats.js message
    * @param partition - the partition it belongs to
    * @param signal - aborts when the handler should give up (see {@link ConsumerGroupMessage.signal})
-   * @param numbers - its stream sequence and delivery count, when the caller read them already (see {@link deliveryNumbersOf})
    */
   constructor(
     /** The underlying nats.js message, for anything not wrapped here. */
@@ -43,7 +42,6 @@ export class ConsumerGroupMessage {
      * so pass it to whatever the handler awaits (`fetch(url, { signal: msg.signal })`).
      */
     readonly signal: AbortSignal = NEVER_ABORTED,
-    private readonly numbers: DeliveryNumbers = deliveryNumbersOf(msg),
   ) {}
 
   /** The subject without the partition token, e.g. `orders.eu.42`. */
@@ -76,12 +74,12 @@ export class ConsumerGroupMessage {
 
   /** The stream sequence. */
   get seq(): number {
-    return this.numbers.streamSequence;
+    return this.msg.seq;
   }
 
   /** True when this is a redelivery. */
   get redelivered(): boolean {
-    return this.numbers.deliveryCount > 1;
+    return this.msg.redelivered;
   }
 
   /** The pin id the server delivered this message under. */
