@@ -211,6 +211,8 @@ export class Dispatcher {
   private takingOver = false;
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
   private yielding = false;
+  /** Set by {@link Dispatcher.pauseStarts}: nothing starts any more, a drain follows. */
+  private startsPaused = false;
   /** Per partition, the sequences of messages whose key could not be computed and that are not done yet. */
   private readonly unkeyed = new Map<number, Set<number>>();
   /** Key lanes whose next message waits for an earlier unkeyed message of its partition. */
@@ -337,6 +339,15 @@ export class Dispatcher {
     this.takingOver = true;
   }
 
+  /**
+   * Starts no more handlers from now on (those running go on): the member is about to
+   * give partitions up and must not start their messages while it asks the server
+   * whether it is pinned. {@link Dispatcher.drain} follows and gives the rest back.
+   */
+  pauseStarts(): void {
+    this.startsPaused = true;
+  }
+
   /** True while a takeover holds every start. */
   get holdingForTakeover(): boolean {
     return this.takingOver;
@@ -444,7 +455,7 @@ export class Dispatcher {
         this.fenceWait();
         return;
       }
-      while (!this.stopping && !this.holdTimer && !this.takingOver && this.executing < this.policy.maxInFlight) {
+      while (!this.stopping && !this.startsPaused && !this.holdTimer && !this.takingOver && this.executing < this.policy.maxInFlight) {
         const retry = this.retries.shift();
         if (retry) {
           const msg = retry.head;

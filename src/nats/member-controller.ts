@@ -342,6 +342,8 @@ export class MemberController<C> implements ConsumerGroupMember {
    * is pinned would leave its old consumer to the server's inactive threshold.
    */
   private async pinnedAcrossStop(session: ConsumeSession, stop: () => Promise<unknown>, draining = true): Promise<boolean> {
+    // Nothing more starts from here, also not while the server is asked (partitions may be given up).
+    session.pauseStarts();
     const knownPin = session.pinId;
     const before = await this.port.isPinned(session);
     if (draining) this.state = { name: "draining", session };

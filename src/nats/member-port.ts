@@ -15,6 +15,8 @@ export interface ConsumeSession {
   readonly inFlight: number;
   /** Messages held now: buffered plus in progress. */
   readonly held: number;
+  /** Starts no more handlers (running ones go on); `stop` follows. */
+  pauseStarts(): void;
   /**
    * Stops pulling and drains (see `PinnedConsumer.stop`).
    *

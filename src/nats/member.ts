@@ -70,6 +70,9 @@ class PinnedSession implements ConsumeSession {
   get held(): number {
     return this.runner.buffered;
   }
+  pauseStarts(): void {
+    this.runner.pauseStarts();
+  }
   stop(timeoutMs: number): Promise<boolean> {
     return this.runner.stop(timeoutMs);
   }
@@ -169,6 +172,12 @@ class NatsMemberPort<C> implements MemberPort<C> {
     const info = await this.info();
     // Another instance (a Go standby, say) may have recreated it meanwhile: that one is not ours to delete.
     if (!info || !joined || info.created !== joined) return;
+    // Asked again now, after the drain and onRevoked: an instance that judged the consumer unused (no
+    // pin, nothing delivered) must not delete it once another instance got pinned and runs its messages
+    // (their acks would be lost); a pinned one not once its pin moved on (it timed out in a long drain).
+    const pin = currentPin(info);
+    const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : pin === undefined && (info.delivered?.consumer_seq ?? 0) === 0;
+    if (!stillOurs) return;
     try {
       await this.jsm.consumers.delete(this.driver.consumerStream, this.driver.consumerName);
     } catch (err) {

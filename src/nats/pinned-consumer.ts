@@ -243,6 +243,11 @@ export class PinnedConsumer {
     }
   }
 
+  /** Starts no more handlers (running ones go on): a {@link PinnedConsumer.stop} follows. */
+  pauseStarts(): void {
+    this.dispatcher.pauseStarts();
+  }
+
   /**
    * Stops pulling, waits for the handlers in flight (past `timeoutMs` their signal is
    * aborted and they are still awaited), and nak's what was delivered but not started,

@@ -9,6 +9,7 @@ import type { ConsumerInfo } from "@nats-io/jetstream";
 import {
   addMembers,
   createElastic,
+  elasticConsume,
   deleteElastic,
   deleteMembers,
   elasticIsInMembershipAndActive,
@@ -18,6 +19,14 @@ import {
   type ConsumerGroupError,
 } from "../../src/index.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { elasticConsumerName } from "../../src/core/names.js";
+
+/** A promise resolved by hand. */
+function gate(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
 import { Runners, rejectsWithCode, putRawElasticConfig, purgeElasticConfig, rawElasticConfig, sleep, waitUntil, withTimeout, type Runner } from "../helpers/elastic-util.js";
 
 type PinState = { priority_groups?: { group: string; pinned_client_id?: string }[] };
@@ -44,6 +53,45 @@ describe("elastic - membership", () => {
   }
 
   const datas = (...rs: Runner[]): Set<string> => new Set(rs.flatMap((r) => r.handled.map((h) => h.data)));
+
+  test("elastic - an instance that found its consumer unused does not delete it once another instance got pinned meanwhile (during its onRevoked)", async () => {
+    const { stream, group: g, wq } = await group(4, ["m1"]);
+    const revoking = gate();
+    const release = gate();
+    const member = await elasticConsume(env.js, {
+      stream,
+      group: g,
+      member: "m1",
+      handler: () => undefined,
+      onRevoked: async () => {
+        revoking.resolve();
+        await release.promise;
+      },
+    });
+    try {
+      const consumer = elasticConsumerName("m1");
+      await waitFor(async () => (await env.jsm.consumers.info(wq, consumer).catch(() => undefined)) !== undefined, 10_000, "m1's consumer");
+      const before = await env.jsm.consumers.info(wq, consumer);
+      // m1 gives partitions up; its consumer never delivered anything, so it judges it unused and drains.
+      await addMembers(env.js, stream, g, ["m2"]);
+      await withTimeout(revoking.promise, 10_000, "m1's onRevoked");
+      // Meanwhile another instance of m1 (here a raw pinned pull) takes the pin and a message, unacked.
+      const other = await env.js.consumers.get(wq, consumer);
+      const key = [...Array(40).keys()].find((n) => partitionOf(`${stream}.${n}`, 4, { filter: `${stream}.*`, wildcards: [1] }) === 0) as number;
+      await env.js.publish(`${stream}.${key}`, "held by the other instance");
+      const got = await other.next({ group: "PCG", expires: 5000 } as never);
+      assert.ok(got, "the other instance got the message");
+      assert.ok(pinOf(await env.jsm.consumers.info(wq, consumer)), "the other instance is pinned");
+      release.resolve();
+      await sleep(1000);
+      const after = await env.jsm.consumers.info(wq, consumer).catch(() => undefined);
+      assert.equal(after?.created, before.created, "the consumer the other instance is pinned to was not deleted");
+      assert.equal(await got.ackAck({ timeout: 5000 }), true, "its ack still lands");
+    } finally {
+      release.resolve();
+      await member.stop();
+    }
+  });
 
   for (const ackWaitMs of [1000, 2000]) test(`elastic - hot standby (AckWait ${ackWaitMs} ms): only the pinned instance receives, step-down moves the pin, stop() and a dropped connection hand over`, async () => {
     const { stream, group: g, wq } = await group(2, ["m1"]);

@@ -184,6 +184,25 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.equal(await d.drain(100), true);
   });
 
+  test("dispatcher - pauseStarts: running handlers finish and are acked, nothing else starts, and the drain gives the rest back in stream order", async () => {
+    const { events, log } = recorder();
+    const running = new Map<number, () => void>();
+    const d = new Dispatcher((msg) => new Promise<void>((resolve) => running.set(msg.seq, resolve)), policy({ mode: "partition", maxInFlight: 4 }), events);
+    const msgs = [1, 2, 3, 4, 5].map((s) => delivery(s, "k", s % 2));
+    for (const m of msgs.slice(0, 3)) d.push(m.js);
+    await sleep(10);
+    assert.deepEqual([...running.keys()], [1, 2], "one per partition lane");
+    d.pauseStarts();
+    for (const m of msgs.slice(3)) d.push(m.js);
+    (running.get(1) as () => void)();
+    (running.get(2) as () => void)();
+    await sleep(20);
+    assert.deepEqual(log.handled, [1, 2], "the running ones finished");
+    assert.deepEqual([...running.keys()], [1, 2], "nothing started after the pause, also not behind a finished one");
+    assert.equal(await d.drain(100), true);
+    assert.deepEqual(msgs.map((m) => m.calls), [["ack"], ["ack"], ["nak"], ["nak"], ["nak"]]);
+  });
+
   test("dispatcher - fenced (mayStart false): nothing starts, messages stay held and unsettled; they start in order once it may again", async () => {
     const { events, log } = recorder();
     let may = false;

@@ -47,6 +47,11 @@ class FakeSession implements ConsumeSession {
   ) {
     if (autoDrain) this.drain.resolve(true);
   }
+  /** Set when starts were paused, with the stops made until then (pauses must come first). */
+  pausedBeforeStops: number | undefined;
+  pauseStarts(): void {
+    this.pausedBeforeStops ??= this.stops.length;
+  }
   stop(timeoutMs: number): Promise<boolean> {
     this.stops.push(timeoutMs);
     return this.drain.promise;
@@ -326,6 +331,23 @@ describe("member controller - lifecycle without a server", () => {
     assert.deepEqual(answers, [], "asked before and after the drain");
     assert.ok(h.port.calls.includes("delete"), "the instance that turned out pinned deleted the consumer it joined");
     assert.equal(h.controller.currentState.name, "consuming");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a change that moves partitions pauses the session's starts before anything is awaited (the pin question included)", async () => {
+    const h = harness([0, 1]);
+    await h.controller.start(false);
+    const session = h.port.sessions[0] as FakeSession;
+    let pausedWhenAsked: boolean | undefined;
+    h.port.isPinned = () => {
+      pausedWhenAsked = session.pausedBeforeStops !== undefined;
+      return Promise.resolve(true);
+    };
+    h.port.watches[0]?.push(put([1], 2));
+    await flush();
+    assert.equal(pausedWhenAsked, true, "starts were paused before the server was asked");
+    assert.equal(session.pausedBeforeStops, 0, "and before the drain");
     await h.controller.stop();
     assertBalanced(h.log);
   });
