@@ -51,7 +51,7 @@ export interface MemberDriver<C> {
 /** How often an instance reads its group's config to check that its watch still follows it. */
 const CONFIG_CHECK_MS = 10_000;
 
-type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
+type ConsumerInfoWithPin = { created?: string; num_waiting?: number; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 /** The pin id currently held on a consumer, from its info. */
 function currentPin(info: unknown): string | undefined {
@@ -160,11 +160,13 @@ class NatsMemberPort<C> implements MemberPort<C> {
     const info = await this.info();
     if (!info) return false;
     if (session.pinId) return currentPin(info) === session.pinId;
-    // The consumer this instance joined never delivered a message: no instance is pinned and none
-    // has anything running, so this one may act for the member (delete it and rejoin at once rather
-    // than wait for the server to expire it). A second instance doing the same finds a newer consumer.
+    // The consumer this instance joined never delivered a message: no instance has anything running
+    // from it, so this one may act for the member (delete it and rejoin at once rather than wait for
+    // the server to expire it). A second instance doing the same finds a newer consumer. A pin does
+    // not count here: the server pins the first pull of an idle consumer, and the pin id reaches the
+    // instance only with a message, so a pin without a delivery is one nobody knows.
     const joined = session instanceof PinnedSession ? session.runner.joinedCreated : undefined;
-    return currentPin(info) === undefined && joined !== undefined && info.created === joined && (info.delivered?.consumer_seq ?? 0) === 0;
+    return joined !== undefined && info.created === joined && (info.delivered?.consumer_seq ?? 0) === 0;
   }
 
   async deleteJoinedConsumer(session: ConsumeSession): Promise<void> {
@@ -172,11 +174,14 @@ class NatsMemberPort<C> implements MemberPort<C> {
     const info = await this.info();
     // Another instance (a Go standby, say) may have recreated it meanwhile: that one is not ours to delete.
     if (!info || !joined || info.created !== joined) return;
-    // Asked again now, after the drain and onRevoked: an instance that judged the consumer unused (no
-    // pin, nothing delivered) must not delete it once another instance got pinned and runs its messages
-    // (their acks would be lost); a pinned one not once its pin moved on (it timed out in a long drain).
+    // Asked again now, after the drain and onRevoked. An instance that judged the consumer unused
+    // (it had delivered nothing) must not delete it once it delivered to another instance that pulls
+    // from it (that one's ack would be lost). A delivery with no pull waiting went to a pull whose
+    // subscriber had just gone (this instance's own, while it drained): it reached nobody, and the
+    // consumer is still nobody's. A pinned instance must not delete it once its pin moved on (it
+    // timed out in a long drain).
     const pin = currentPin(info);
-    const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : pin === undefined && (info.delivered?.consumer_seq ?? 0) === 0;
+    const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : (info.delivered?.consumer_seq ?? 0) === 0 || info.num_waiting === 0;
     if (!stillOurs) return;
     try {
       await this.jsm.consumers.delete(this.driver.consumerStream, this.driver.consumerName);
