@@ -13,6 +13,7 @@ import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResu
 import type { MemberSettings, MemberStatus } from "../../src/nats/member-types.js";
 import { NOOP_METRICS } from "../../src/nats/metrics.js";
 import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
+import { PushQueue } from "../helpers/push-queue.js";
 
 /** A config is just the member's partitions; `bad` makes it unusable. */
 interface Cfg {
@@ -58,40 +59,32 @@ class FakeSession implements ConsumeSession {
   }
 }
 
-class FakeWatch implements ConfigWatch<Cfg> {
-  private queue: (ConfigEvent<Cfg> | Error)[] = [];
-  private wake: (() => void) | undefined;
-  stopped = false;
-  readonly events: AsyncIterable<ConfigEvent<Cfg>>;
-  constructor() {
-    this.events = { [Symbol.asyncIterator]: () => this.iterate() };
-  }
-  private async *iterate(): AsyncGenerator<ConfigEvent<Cfg>> {
-    for (;;) {
-      const next = this.queue.shift();
-      if (next instanceof Error) throw next;
-      if (next) {
-        yield next;
-        continue;
-      }
-      if (this.stopped) return;
-      await new Promise<void>((resolve) => (this.wake = resolve));
-    }
-  }
-  push(e: ConfigEvent<Cfg> | Error): void {
-    this.queue.push(e);
-    this.wake?.();
-  }
-  stop(): void {
-    this.stopped = true;
-    this.wake?.();
-  }
+class FakeWatch extends PushQueue<ConfigEvent<Cfg>> implements ConfigWatch<Cfg> {
+  readonly events: AsyncIterable<ConfigEvent<Cfg>> = { [Symbol.asyncIterator]: () => this.iterate() };
   /** Set when the controller gave the watch up as stale (a shared one ends for every user). */
   abandoned = false;
   abandon(): void {
     this.abandoned = true;
     this.stop();
   }
+}
+
+/**
+ * The first session has no pin id, and learns one during its drain: the message that
+ * pinned it was on the wire when the server was first asked. The port answers "not
+ * pinned" before the drain and "pinned" after it; returns the answers still unread.
+ */
+function pinArrivesDuringDrain(port: FakePort): boolean[] {
+  const session = port.sessions[0] as FakeSession;
+  session.pinId = undefined;
+  const answers = [false, true];
+  port.isPinned = () => Promise.resolve(answers.shift() ?? false);
+  const stop = session.stop.bind(session);
+  session.stop = (timeoutMs) => {
+    session.pinId = "pin-late";
+    return stop(timeoutMs);
+  };
+  return answers;
 }
 
 class FakePort implements MemberPort<Cfg> {
@@ -317,15 +310,7 @@ describe("member controller - lifecycle without a server", () => {
   test("controller - pinned by a message still on the wire when it asked: the pin id learned during the drain makes it delete its consumer (no wait for the inactive threshold)", async () => {
     const h = harness([0, 1]);
     await h.controller.start(false);
-    const session = h.port.sessions[0] as FakeSession;
-    session.pinId = undefined; // nothing delivered yet
-    const answers = [false, true]; // before the drain: no pin known; after it: the pin is this instance's
-    h.port.isPinned = () => Promise.resolve(answers.shift() ?? false);
-    const stop = session.stop.bind(session);
-    session.stop = (timeoutMs) => {
-      session.pinId = "pin-late"; // the message that pinned it arrives during the drain
-      return stop(timeoutMs);
-    };
+    const answers = pinArrivesDuringDrain(h.port);
     h.port.watches[0]?.push(put([1], 2));
     await flush();
     assert.deepEqual(answers, [], "asked before and after the drain");
@@ -373,15 +358,7 @@ describe("member controller - lifecycle without a server", () => {
   test("controller - stop(): a pin learned during the drain is released too (unpin), so a standby takes over at once", async () => {
     const h = harness([0, 1]);
     await h.controller.start(false);
-    const session = h.port.sessions[0] as FakeSession;
-    session.pinId = undefined;
-    const answers = [false, true];
-    h.port.isPinned = () => Promise.resolve(answers.shift() ?? false);
-    const stop = session.stop.bind(session);
-    session.stop = (timeoutMs) => {
-      session.pinId = "pin-late";
-      return stop(timeoutMs);
-    };
+    pinArrivesDuringDrain(h.port);
     await h.controller.stop();
     assert.ok(h.port.calls.includes("unpin"));
     assertBalanced(h.log);

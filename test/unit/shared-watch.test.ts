@@ -6,36 +6,19 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { SharedWatches, type RawWatch, type WatchLease } from "../../src/nats/shared-watch.js";
+import { PushQueue } from "../helpers/push-queue.js";
 
 interface Entry {
   revision: number;
 }
 
 /** A watch fed by hand. */
-class FakeWatch implements RawWatch<Entry> {
-  private queue: (Entry | Error)[] = [];
-  private wake: (() => void) | undefined;
-  stopped = false;
-  constructor(readonly afterRevision: number) {}
-  async *[Symbol.asyncIterator](): AsyncGenerator<Entry> {
-    for (;;) {
-      const next = this.queue.shift();
-      if (next instanceof Error) throw next;
-      if (next) {
-        yield next;
-        continue;
-      }
-      if (this.stopped) return;
-      await new Promise<void>((resolve) => (this.wake = resolve));
-    }
+class FakeWatch extends PushQueue<Entry> implements RawWatch<Entry> {
+  constructor(readonly afterRevision: number) {
+    super();
   }
-  push(e: Entry | Error): void {
-    this.queue.push(e);
-    this.wake?.();
-  }
-  stop(): void {
-    this.stopped = true;
-    this.wake?.();
+  [Symbol.asyncIterator](): AsyncGenerator<Entry> {
+    return this.iterate();
   }
 }
 
