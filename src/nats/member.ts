@@ -51,7 +51,7 @@ export interface MemberDriver<C> {
 /** How often an instance reads its group's config to check that its watch still follows it. */
 const CONFIG_CHECK_MS = 10_000;
 
-type ConsumerInfoWithPin = { created?: string; num_waiting?: number; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
+type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 /** The pin id currently held on a consumer, from its info. */
 function currentPin(info: unknown): string | undefined {
@@ -175,13 +175,13 @@ class NatsMemberPort<C> implements MemberPort<C> {
     // Another instance (a Go standby, say) may have recreated it meanwhile: that one is not ours to delete.
     if (!info || !joined || info.created !== joined) return;
     // Asked again now, after the drain and onRevoked. An instance that judged the consumer unused
-    // (it had delivered nothing) must not delete it once it delivered to another instance that pulls
-    // from it (that one's ack would be lost). A delivery with no pull waiting went to a pull whose
-    // subscriber had just gone (this instance's own, while it drained): it reached nobody, and the
-    // consumer is still nobody's. A pinned instance must not delete it once its pin moved on (it
-    // timed out in a long drain).
+    // (it had delivered nothing) must not delete it once it delivered anything: another instance may
+    // run those messages, with or without a pull waiting (at its buffer cap, between two pulls, in a
+    // drain), and its acks would be lost. A delivery that reached nobody (one to this instance's own
+    // pull after its subscription went) costs a wait for the server's inactive threshold instead.
+    // A pinned instance must not delete it once its pin moved on (it timed out in a long drain).
     const pin = currentPin(info);
-    const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : (info.delivered?.consumer_seq ?? 0) === 0 || info.num_waiting === 0;
+    const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : (info.delivered?.consumer_seq ?? 0) === 0;
     if (!stillOurs) return;
     try {
       await this.jsm.consumers.delete(this.driver.consumerStream, this.driver.consumerName);
