@@ -45,13 +45,33 @@ const SOLO = ["soak.test.js"];
 const solo = files.filter((f) => SOLO.some((name) => f.endsWith(`/${name}`)));
 const shared = files.filter((f) => !solo.includes(f));
 const concurrency = process.env.TEST_CONCURRENCY ?? String(Math.max(2, availableParallelism()));
+// A test file that leaves a connection or a timer open never exits, and node --test
+// waits for it forever. Each batch therefore has a deadline (the whole suite takes
+// 7-10 minutes on a 2-core machine); when it passes, the runner is stopped, and it
+// reports the files that had not ended as cancelled ("Promise resolution is still
+// pending"): those are the ones that hung.
+const deadlineMinutes = Number(process.env.TEST_RUN_TIMEOUT_MIN ?? "30");
+if (!(deadlineMinutes > 0)) {
+  console.error(`run-tests: TEST_RUN_TIMEOUT_MIN must be a positive number of minutes, not ${process.env.TEST_RUN_TIMEOUT_MIN}`);
+  process.exit(2);
+}
 let status = 0;
 for (const [batch, parallel] of [[shared, concurrency], [solo, "1"]]) {
   if (batch.length === 0) continue;
   const result = spawnSync(process.execPath, ["--test", `--test-concurrency=${parallel}`, "--test-reporter=spec", ...batch], {
     cwd: root,
     stdio: "inherit",
+    timeout: deadlineMinutes * 60_000,
+    killSignal: "SIGTERM",
   });
-  if (result.status !== 0) status = result.status ?? 1;
+  if (result.error?.code === "ETIMEDOUT") {
+    console.error(
+      `run-tests: the test run did not end within ${deadlineMinutes} min (TEST_RUN_TIMEOUT_MIN) and was stopped. ` +
+        "The files reported above as cancelled did not exit: a test left a connection, a server or a timer open.",
+    );
+    status = 1;
+  } else if (result.status !== 0) {
+    status = result.status ?? 1;
+  }
 }
 process.exit(status);

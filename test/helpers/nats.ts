@@ -23,11 +23,30 @@ export interface Client {
   jsm: JetStreamManager;
 }
 
-/** Connects to a server we started (loopback only). */
+/** How often {@link connectTo} asks for account info before it gives up. */
+const ACCOUNT_INFO_ATTEMPTS = 3;
+
+/**
+ * Connects to a server we started (loopback only) and checks that JetStream answers
+ * (account info). A check that times out is asked again, up to three times in all: a
+ * loaded machine's cluster can take longer than one request's 5 s to answer. A
+ * connection whose check failed for good is closed before the error is thrown, so it
+ * cannot keep reconnecting (and keep the test process alive) after the test ended.
+ */
 export async function connectTo(server: NatsServer | NatsCluster | string | string[], options: ConnectionOptions = {}): Promise<Client> {
   const servers = typeof server === "string" || Array.isArray(server) ? server : server instanceof NatsCluster ? server.urls : server.url;
   const nc = await connect({ servers, ...options });
-  return { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return { nc, js: jetstream(nc), jsm: await jetstreamManager(nc) };
+    } catch (err) {
+      const timedOut = err instanceof Error && err.name === "TimeoutError";
+      if (!timedOut || attempt >= ACCOUNT_INFO_ATTEMPTS) {
+        await nc.close().catch(() => undefined);
+        throw err;
+      }
+    }
+  }
 }
 
 /** A started server plus one client, torn down together. */
