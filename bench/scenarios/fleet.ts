@@ -293,7 +293,9 @@ export async function fleet(ctx: BenchContext): Promise<Row[]> {
   const flags = profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : [];
   const out: Row[] = [];
   const results: FleetResult[] = [];
-  for (const flavour of ["static", "elastic"] as const) {
+  // FLEET_FLAVOURS=elastic (or static): one flavour only (while developing).
+  const only = process.env["FLEET_FLAVOURS"];
+  for (const flavour of (["static", "elastic"] as const).filter((f) => !only || only.split(",").includes(f))) {
     const r = await runFleet(ctx, conn, flavour, partitions, members, true, flags);
     results.push(r);
     out.push(...rows(r));

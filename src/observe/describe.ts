@@ -4,7 +4,7 @@
  */
 import { layoutOf } from "../elastic/layout.js";
 import type { ConsumerInfo, JetStreamClient } from "@nats-io/jetstream";
-import { memberRoster, partitionAssignment, partitionOwners } from "../core/assignment.js";
+import { elasticGetPartitionFilters, memberRoster, partitionAssignment, partitionOwners, staticMemberFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { mapWithLimit } from "../core/parallel.js";
 import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
@@ -170,6 +170,16 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   // One direct get per count where the stream allows them (a work queue always does); a temporary consumer per count otherwise.
   const count = kind === "elastic" || wqInfo.config.allow_direct === true ? countWithDirectGet : countWithConsumer;
   const partitionIndexes = Array.from({ length: config.max_members }, (_, p) => p);
+  const usableTotals = new Map<string, boolean>();
+  const totalsUsable = (owner: string, info: ConsumerInfo): boolean => {
+    let usable = usableTotals.get(owner);
+    if (usable === undefined) {
+      const expected = kind === "static" ? staticMemberFilters(config, owner) : elasticGetPartitionFilters(config as ElasticConsumerGroupConfig, owner);
+      usable = totalsCountPartitions(kind, info, expected);
+      usableTotals.set(owner, usable);
+    }
+    return usable;
+  };
   const partitions = await mapWithLimit(partitionIndexes, REQUESTS_IN_FLIGHT, async (p): Promise<PartitionDescription> => {
     const owner = owners[p];
     const info = owner ? infos.get(owner) : undefined;
@@ -177,16 +187,28 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     const delivered = info?.delivered.stream_seq ?? 0;
     const ackFloor = info?.ack_floor.stream_seq ?? 0;
     const solo = owner !== undefined && (assignment.get(owner) ?? []).length === 1;
+    // A count is a request the server answers by scanning the stream from the sequence on, so the
+    // owner's consumer totals answer what they can: no pending messages at all, or none in flight.
+    // Only while the consumer has exactly the filters the config gives its member (not in the middle of
+    // a change), and they select the same messages as the partitions' `<p>.>` counts.
+    const totalsUsed = info !== undefined && owner !== undefined && totalsUsable(owner, info);
+    const nothingPending = totalsUsed && info.num_pending === 0;
+    const nothingInFlight = totalsUsed && info.num_ack_pending === 0;
     let pending: number;
     let ackPending: number | undefined;
     if (kind === "elastic") {
       // In a work queue, everything stored is unacked: what is past the last delivery is pending, the rest in flight.
-      const stored = await count(jsm, consumerStream, filter, 1);
-      pending = info ? await count(jsm, consumerStream, filter, delivered + 1) : stored;
-      ackPending = stored - pending;
+      if (nothingPending) {
+        pending = 0;
+        ackPending = nothingInFlight ? 0 : await count(jsm, consumerStream, filter, 1);
+      } else {
+        const stored = await count(jsm, consumerStream, filter, 1);
+        pending = info && !nothingInFlight ? await count(jsm, consumerStream, filter, delivered + 1) : stored;
+        ackPending = stored - pending;
+      }
     } else {
-      pending = await count(jsm, consumerStream, filter, delivered + 1);
-      ackPending = solo ? (info?.num_ack_pending ?? 0) : info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
+      pending = nothingPending ? 0 : await count(jsm, consumerStream, filter, delivered + 1);
+      ackPending = solo || nothingInFlight ? (info?.num_ack_pending ?? 0) : info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
     }
     return {
       partition: p,
@@ -235,4 +257,18 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     findings,
     at: new Date().toISOString(),
   };
+}
+
+/**
+ * Whether a consumer's totals (`num_pending`, `num_ack_pending`) are totals of its
+ * member's partitions as describe counts them (`<p>.>`): its filters are exactly the
+ * member's under the current config, and each selects a whole partition, or the stream
+ * is a work queue, which holds only what the partitioning filters let in. Worked out
+ * once per member.
+ */
+function totalsCountPartitions(kind: GroupKind, info: ConsumerInfo, expected: string[]): boolean {
+  const { filter_subject: one, filter_subjects: many } = info.config;
+  const have = new Set(many && many.length > 0 ? many : one ? [one] : []);
+  const wholePartitions = kind === "elastic" || expected.every((f) => /^\d+\.>$/.test(f));
+  return wholePartitions && have.size === expected.length && expected.every((f) => have.has(f));
 }

@@ -4,7 +4,8 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { addMembers, createElastic, createStatic, describeGroup, partitionOf, staticConsume, type ConsumerGroupMember } from "../../src/index.js";
+import { addMembers, createElastic, createStatic, describeGroup, elasticConsume, partitionOf, staticConsume, type ConsumerGroupMember } from "../../src/index.js";
+import { staticConsumerName } from "../../src/core/names.js";
 import { deferred, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 
 describe("describe - group state, backlog and health", () => {
@@ -86,6 +87,71 @@ describe("describe - group state, backlog and health", () => {
     await Promise.all(instances.map((i) => i.stop()));
   });
   }
+
+  test("describe - elastic: the last message in flight counts as in flight, then nothing is left (counts the consumer's totals answer are not asked again)", async () => {
+    const stream = uniqueName("desclast");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    await createElastic(env.js, { stream, group: "g", maxMembers: 2, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(env.js, stream, "g", ["a"]);
+    let handled = 0;
+    const release = deferred();
+    const member = await elasticConsume(env.js, {
+      stream,
+      group: "g",
+      member: "a",
+      handler: async () => {
+        handled += 1;
+        if (handled === 20) await release.promise;
+      },
+    });
+    for (let i = 0; i < 20; i++) await env.js.publish(`${stream}.k${i}`);
+    await waitFor(() => handled === 20, 10_000, "the 20th message to be held");
+    const held = await describeGroup(env.js, "elastic", stream, "g");
+    assert.deepEqual(held.partitions.map((p) => p.pending), [0, 0], "nothing is left to deliver");
+    assert.equal(held.partitions.reduce((n, p) => n + (p.ackPending ?? 0), 0), 1, "the held message is in flight, in its partition");
+    release.resolve();
+    const done = await waitFor(async () => {
+      const x = await describeGroup(env.js, "elastic", stream, "g");
+      return x.members[0]?.ackPending === 0 ? x : undefined;
+    }, 10_000, "the last ack");
+    assert.deepEqual(done.partitions.map((p) => [p.pending, p.ackPending]), [[0, 0], [0, 0]]);
+    await member.stop();
+  });
+
+  test("describe - static: a consumer whose filters miss a partition its member owns (mid-change) does not make that partition look empty", async () => {
+    const stream = uniqueName("descmiss");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], allow_direct: true, subject_transform: { src: `${stream}.*`, dest: `{{partition(2,1)}}.${stream}.{{wildcard(1)}}` } });
+    await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["m1"], onWarning: () => undefined });
+    const partition = (subject: string): number => partitionOf(subject, 2, { filter: `${stream}.*`, wildcards: [1] });
+    const published: { seq: number; partition: number }[] = [];
+    const publish = async (i: number): Promise<void> => {
+      const subject = `${stream}.k${i}`;
+      published.push({ seq: (await env.js.publish(subject)).seq, partition: partition(subject) });
+    };
+    for (let i = 0; i < 40; i++) await publish(i);
+    // m1's durable as an older layout left it: partition 0 only, all of it delivered and acked.
+    const consumer = staticConsumerName("g", "m1");
+    await env.jsm.consumers.add(stream, { durable_name: consumer, ack_policy: "explicit", filter_subjects: ["0.>"] });
+    const c = await env.js.consumers.get(stream, consumer);
+    for (const _ of published.filter((p) => p.partition === 0)) {
+      const m = await c.next({ expires: 2000 });
+      assert.ok(m, "partition 0's message");
+      await m.ackAck();
+    }
+    // Then partition 1 alone gets more: the consumer's totals still say nothing is pending.
+    for (let i = 40; published.filter((p) => p.seq > 40).length < 10; i++) {
+      const subject = `${stream}.k${i}`;
+      if (partition(subject) === 1) await publish(i);
+    }
+    const lastOfPartition0 = Math.max(...published.filter((p) => p.partition === 0).map((p) => p.seq));
+    const d = await describeGroup(env.js, "static", stream, "g");
+    assert.equal(d.members[0]?.pending, 0, "the consumer itself has nothing pending");
+    assert.deepEqual(
+      d.partitions.map((p) => p.pending),
+      [0, published.filter((p) => p.partition === 1 && p.seq > lastOfPartition0).length],
+      "partition 1 is counted, not taken from the consumer's totals",
+    );
+  });
 
   test("describe - elastic: a full buffer, the source lag, and members beyond the partition count", async () => {
     const stream = uniqueName("descel");
