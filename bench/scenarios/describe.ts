@@ -11,7 +11,7 @@ import { createStatic, describeGroup, type GroupDescription } from "../../src/in
 import { partitionAssignment } from "../../src/core/assignment.js";
 import { staticConsumerName } from "../../src/core/names.js";
 import type { StaticConsumerGroupConfig } from "../../src/core/types.js";
-import { publishKeyed } from "../lib/env.js";
+import { publishKeyed, type Conn } from "../lib/env.js";
 import { clock, median } from "../lib/stats.js";
 import type { BenchContext, Row } from "../lib/types.js";
 
@@ -23,7 +23,7 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
   const conn = await ctx.server.connect();
   const rounds = ctx.quick ? 1 : 3;
   const messages = ctx.quick ? 5_000 : 20_000;
-  const times = { consumers: [] as number[], direct: [] as number[] };
+  const times = { consumers: [] as number[], direct: [] as number[], inFlight: [] as number[] };
   const perPartition: string[] = [];
   for (const allowDirect of [false, true]) {
     const stream = ctx.name(allowDirect ? "dsd" : "dsc");
@@ -51,6 +51,19 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
     const expected = messages - Math.floor(messages / 2) + 1;
     if (pending + inFlight !== expected) throw new Error(`describe counted ${pending} pending + ${inFlight} in flight; expected ${expected}`);
     perPartition.push(JSON.stringify(descriptions[0]?.partitions.map((p) => [p.pending, p.ackPending])));
+    if (allowDirect) {
+      // The harder state: one message in flight on every member consumer, so each partition needs
+      // both of its counts (what is pending, and what is delivered but not acked).
+      await oneInFlightEach(conn, stream, config);
+      for (let run = 0; run < rounds; run++) {
+        const started = clock();
+        const d = await describeGroup(conn.js, "static", stream, "g");
+        times.inFlight.push(clock() - started);
+        const inFlightNow = d.partitions.reduce((n, p) => n + (p.ackPending ?? 0), 0);
+        if (inFlightNow !== MEMBERS) throw new Error(`describe counted ${inFlightNow} messages in flight; expected ${MEMBERS}, one per member`);
+      }
+      ctx.log(`  describe with one message in flight per member, direct gets: ${times.inFlight.map((t) => t.toFixed(0)).join(", ")} ms`);
+    }
     await conn.jsm.streams.delete(stream);
   }
   if (perPartition[0] !== perPartition[1]) throw new Error("the two ways of counting disagree on some partition");
@@ -68,6 +81,17 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
       target: "< 1000 ms",
       met: direct < 1000,
       samples: times.direct,
+      note: "no member has a message in flight: its consumer's totals answer half of the counts",
+    },
+    {
+      scenario: "8 describe",
+      variant: "same, direct gets, one message in flight on every member consumer",
+      value: Math.round(median(times.inFlight)),
+      unit: "ms",
+      target: "< 1000 ms",
+      met: median(times.inFlight) < 1000,
+      samples: times.inFlight,
+      note: "two counts per partition (pending, and delivered but not acked)",
     },
   ];
 }
@@ -90,6 +114,17 @@ async function memberConsumers(jsm: JetStreamManager, stream: string, config: St
         deliver_policy: "by_start_sequence",
         opt_start_seq: half,
       });
+    }),
+  );
+}
+
+/** Every member consumer takes one message and does not ack it (AckWait is long enough for the rounds). */
+async function oneInFlightEach(conn: Conn, stream: string, config: StaticConsumerGroupConfig): Promise<void> {
+  await Promise.all(
+    [...partitionAssignment(config)].map(async ([member]) => {
+      const consumer = await conn.js.consumers.get(stream, staticConsumerName("g", member));
+      const m = await consumer.next({ expires: 5000 });
+      if (!m) throw new Error(`member ${member}'s consumer delivered nothing`);
     }),
   );
 }
