@@ -215,16 +215,16 @@ export class MemberController<C> implements ConsumerGroupMember {
     while (!this.stopped) {
       const watch = this.watch;
       let failure: unknown;
-      try {
-        if (watch) {
-          for await (const event of watch.events) {
-            failures = 0;
-            await this.serial(() => this.onConfigEvent(event));
-            if (this.stopped) return;
-          }
+      if (watch) {
+        const events = readAhead(watch.events);
+        for (;;) {
+          const event = await events.next();
+          if (event === undefined) break;
+          failures = 0;
+          await this.serial(() => this.onConfigEvent(event));
+          if (this.stopped) return;
         }
-      } catch (err) {
-        failure = err;
+        failure = events.failure;
       }
       if (this.stopped) return;
       watch?.stop();
@@ -560,4 +560,45 @@ export class MemberController<C> implements ConsumerGroupMember {
 
 function asGroupError(err: unknown, what: string, code: ConsumerGroupError["code"] = "SERVER_ERROR"): ConsumerGroupError {
   return wrapServerError(err, what, "", code);
+}
+
+/**
+ * Reads a config watch ahead of its handling: what arrives while a change is handled
+ * waits here, and of several puts waiting in a row only the newest is handed out (a
+ * member that lags behind a burst of edits rebalances once, to the latest config, not
+ * through every revision in between). Deletions and unusable configs are never skipped.
+ */
+function readAhead<C>(source: AsyncIterable<ConfigEvent<C>>): { next(): Promise<ConfigEvent<C> | undefined>; readonly failure: unknown } {
+  const waiting: ConfigEvent<C>[] = [];
+  let wake: (() => void) | undefined;
+  let ended: { failure: unknown } | undefined;
+  void (async () => {
+    try {
+      for await (const event of source) {
+        waiting.push(event);
+        wake?.();
+      }
+      ended = { failure: undefined };
+    } catch (err) {
+      ended = { failure: err };
+    }
+    wake?.();
+  })();
+  return {
+    async next() {
+      for (;;) {
+        let event = waiting.shift();
+        if (event !== undefined) {
+          for (let newer = waiting[0]; event.kind === "put" && newer?.kind === "put"; newer = waiting[0]) event = waiting.shift() ?? newer;
+          return event;
+        }
+        if (ended) return undefined;
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+      }
+    },
+    get failure() {
+      return ended?.failure;
+    },
+  };
 }

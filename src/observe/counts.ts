@@ -77,3 +77,42 @@ async function whyBatchFailed(jsm: JetStreamManager, stream: string, filter: str
     return isPermissionError(probe) ? probe : err;
   }
 }
+
+/** The widest delivery window {@link windowPartitionCounts} reads in one batch. */
+export const WINDOW_MAX_MESSAGES = 1000;
+/** The most bytes a window batch may bring (the server stops the batch there). */
+const WINDOW_MAX_BYTES = 1 << 20;
+
+/**
+ * How many messages of each partition a static stream holds with a sequence from
+ * `fromSeq` to `toSeq` (a member consumer's delivered-but-unacked window), read with
+ * one batch direct get of the whole window instead of two counts per partition.
+ * Undefined when the window is wider than {@link WINDOW_MAX_MESSAGES} or its messages
+ * exceed 1 MiB (the caller counts per partition then).
+ */
+export async function windowPartitionCounts(jsm: JetStreamManager, stream: string, fromSeq: number, toSeq: number): Promise<Map<number, number> | undefined> {
+  const width = toSeq - fromSeq + 1;
+  if (width <= 0) return new Map();
+  if (width > WINDOW_MAX_MESSAGES) return undefined;
+  const counts = new Map<number, number>();
+  let lastSeq = fromSeq - 1;
+  let complete = false;
+  try {
+    const batch = await jsm.direct.getBatch(stream, { seq: fromSeq, batch: width, max_bytes: WINDOW_MAX_BYTES });
+    for await (const m of batch) {
+      lastSeq = m.seq;
+      if (m.seq > toSeq) {
+        complete = true;
+        continue;
+      }
+      const partition = Number(m.subject.slice(0, m.subject.indexOf(".")));
+      if (Number.isInteger(partition)) counts.set(partition, (counts.get(partition) ?? 0) + 1);
+      if (m.seq === toSeq || directGetPending(m) === 0) complete = true;
+    }
+  } catch (err) {
+    if (String(err).includes("404") || String(err).toLowerCase().includes("not found")) return counts;
+    return undefined;
+  }
+  // A batch cut short by its byte limit ends before the window does: counted per partition instead.
+  return complete || lastSeq >= toSeq ? counts : undefined;
+}

@@ -12,7 +12,7 @@ import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig }
 import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
 import { managerOf, serverVersionOf, streamInfo } from "../nats/context.js";
 import { healthFindings, type HealthFinding } from "./health.js";
-import { REQUESTS_IN_FLIGHT, consumerInfoIfAny, countWithConsumer, countWithDirectGet } from "./counts.js";
+import { REQUESTS_IN_FLIGHT, consumerInfoIfAny, countWithConsumer, countWithDirectGet, windowPartitionCounts } from "./counts.js";
 
 /** One member of a described group. */
 export interface MemberDescription {
@@ -169,6 +169,16 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
 
   // One direct get per count where the stream allows them (a work queue always does); a temporary consumer per count otherwise.
   const count = kind === "elastic" || wqInfo.config.allow_direct === true ? countWithDirectGet : countWithConsumer;
+  // A static member's delivered-but-unacked window, read in one batch per member where the
+  // stream allows direct gets and the window is narrow: it splits the in-flight count by partition.
+  const windows = new Map<string, Map<number, number>>();
+  if (kind === "static" && count === countWithDirectGet) {
+    const inFlight = [...infos].filter(([member, info]) => info && info.num_ack_pending > 0 && (assignment.get(member) ?? []).length > 1);
+    await mapWithLimit(inFlight, REQUESTS_IN_FLIGHT, async ([member, info]) => {
+      const window = info && (await windowPartitionCounts(jsm, consumerStream, info.ack_floor.stream_seq + 1, info.delivered.stream_seq));
+      if (window) windows.set(member, window);
+    });
+  }
   const partitionIndexes = Array.from({ length: config.max_members }, (_, p) => p);
   const usableTotals = new Map<string, boolean>();
   const totalsUsable = (owner: string, info: ConsumerInfo): boolean => {
@@ -208,7 +218,10 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
       }
     } else {
       pending = nothingPending ? 0 : await count(jsm, consumerStream, filter, delivered + 1);
-      ackPending = solo || nothingInFlight ? (info?.num_ack_pending ?? 0) : info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
+      const window = owner !== undefined ? windows.get(owner) : undefined;
+      if (solo || nothingInFlight) ackPending = info?.num_ack_pending ?? 0;
+      else if (window) ackPending = window.get(p) ?? 0;
+      else ackPending = info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
     }
     return {
       partition: p,

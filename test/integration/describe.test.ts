@@ -153,6 +153,36 @@ describe("describe - group state, backlog and health", () => {
     );
   });
 
+  test("describe - static with allow_direct: in flight split by partition from the member's window, also when the window is too big for one batch", async () => {
+    const stream = uniqueName("descwin");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], allow_direct: true, subject_transform: { src: `${stream}.*`, dest: `{{partition(2,1)}}.${stream}.{{wildcard(1)}}` } });
+    await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["m1"], onWarning: () => undefined });
+    const partitions: number[] = [];
+    const payload = new Uint8Array(40 * 1024);
+    for (let i = 0; i < 30; i++) {
+      const subject = `${stream}.k${i}`;
+      partitions.push(partitionOf(subject, 2, { filter: `${stream}.*`, wildcards: [1] }));
+      await env.js.publish(subject, payload);
+    }
+    // m1's durable as its instances make it; 30 messages of 40 KiB delivered, none acked: a 1.2 MB window.
+    await env.jsm.consumers.add(stream, { durable_name: staticConsumerName("g", "m1"), ack_policy: "explicit", ack_wait: 60_000_000_000, filter_subjects: ["0.>", "1.>"] });
+    const c = await env.js.consumers.get(stream, staticConsumerName("g", "m1"));
+    const held = [];
+    for (let i = 0; i < 30; i++) {
+      const m = await c.next({ expires: 2000 });
+      assert.ok(m);
+      held.push(m);
+    }
+    const inPartition = (p: number, from = 0): number => partitions.slice(from).filter((x) => x === p).length;
+    const wide = await describeGroup(env.js, "static", stream, "g");
+    assert.deepEqual(wide.partitions.map((p) => [p.pending, p.ackPending]), [[0, inPartition(0)], [0, inPartition(1)]], "counted per partition past the batch's byte limit");
+    // All but the last two acked: a window of two messages, read in one batch.
+    for (const m of held.slice(0, 28)) await m.ackAck();
+    const narrow = await describeGroup(env.js, "static", stream, "g");
+    assert.deepEqual(narrow.partitions.map((p) => [p.pending, p.ackPending]), [[0, inPartition(0, 28)], [0, inPartition(1, 28)]], "the last two, in their partitions");
+    for (const m of held.slice(28)) await m.ackAck();
+  });
+
   test("describe - elastic: a full buffer, the source lag, and members beyond the partition count", async () => {
     const stream = uniqueName("descel");
     await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });

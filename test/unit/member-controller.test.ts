@@ -284,6 +284,36 @@ describe("member controller - lifecycle without a server", () => {
     assertBalanced(h.log);
   });
 
+  test("controller - changes that arrive during a drain are acted on once, at the newest: no rebalance through the revisions in between", async () => {
+    const h = await drainingAfterChange([1, 2], false);
+    // Two more edits land while the first change drains: [0, 1, 2, 3], then [3].
+    h.port.watches[0]?.push(put([0, 1, 2, 3], 3));
+    h.port.watches[0]?.push(put([3], 4));
+    await flush();
+    h.first.drain.resolve(true);
+    h.port.autoDrain = true;
+    await flush(20);
+    assert.deepEqual(h.log, ["assigned:0,1", "revoked:0", "assigned:2", "revoked:1,2", "assigned:3"], "revision 3 was never joined");
+    const changes = h.events.filter((e) => e.type === "partitions_changed").map((e) => (e.type === "partitions_changed" ? e.partitions : []));
+    assert.deepEqual(changes, [[1, 2], [3]]);
+    assert.equal(h.port.sessions.length, 3, "one consume per config acted on");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a deletion queued behind a put is not skipped: the instance stops with cleanup after acting on the put", async () => {
+    const h = await drainingAfterChange([1, 2], false);
+    h.port.watches[0]?.push(put([3], 3));
+    h.port.watches[0]?.push({ kind: "deleted", revision: 4 });
+    await flush();
+    h.first.drain.resolve(true);
+    h.port.autoDrain = true;
+    await flush(20);
+    assert.equal(h.controller.currentState.name, "stopped");
+    assert.ok(h.port.calls.includes("cleanup"), "the deletion cleaned up");
+    assertBalanced(h.log);
+  });
+
   test("controller - a standby never deletes the consumer: it gives the pinned one a head start, then waits while it is busy", async () => {
     const h = harness([0, 1]);
     await h.controller.start(false);
