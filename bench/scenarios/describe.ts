@@ -8,6 +8,7 @@
  */
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { createStatic, describeGroup, type GroupDescription } from "../../src/index.js";
+import { countWithDirectGet } from "../../src/observe/counts.js";
 import { partitionAssignment } from "../../src/core/assignment.js";
 import { staticConsumerName } from "../../src/core/names.js";
 import type { StaticConsumerGroupConfig } from "../../src/core/types.js";
@@ -23,7 +24,7 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
   const conn = await ctx.server.connect();
   const rounds = ctx.quick ? 1 : 3;
   const messages = ctx.quick ? 5_000 : 20_000;
-  const times = { consumers: [] as number[], direct: [] as number[], inFlight: [] as number[] };
+  const times = { consumers: [] as number[], direct: [] as number[], inFlight: [] as number[], countFromStart: [] as number[], countFromMiddle: [] as number[] };
   const perPartition: string[] = [];
   for (const allowDirect of [false, true]) {
     const stream = ctx.name(allowDirect ? "dsd" : "dsc");
@@ -52,6 +53,13 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
     if (pending + inFlight !== expected) throw new Error(`describe counted ${pending} pending + ${inFlight} in flight; expected ${expected}`);
     perPartition.push(JSON.stringify(descriptions[0]?.partitions.map((p) => [p.pending, p.ackPending])));
     if (allowDirect) {
+      // What one count costs the server: from the start of the stream, and from the middle (a member's position).
+      for (const [from, into] of [[1, times.countFromStart], [Math.floor(messages / 2), times.countFromMiddle]] as const) {
+        const started = clock();
+        await Promise.all(Array.from({ length: PARTITIONS }, (_, p) => countWithDirectGet(conn.jsm, stream, `${p}.>`, from)));
+        into.push(clock() - started);
+      }
+      ctx.log(`  ${PARTITIONS} direct-get counts at once: from sequence 1 ${times.countFromStart.at(-1)?.toFixed(0)} ms, from the middle ${times.countFromMiddle.at(-1)?.toFixed(0)} ms`);
       // The harder state: one message in flight on every member consumer, so each partition needs
       // both of its counts (what is pending, and what is delivered but not acked).
       await oneInFlightEach(conn, stream, config);
@@ -82,6 +90,24 @@ export async function describeScale(ctx: BenchContext): Promise<Row[]> {
       met: direct < 1000,
       samples: times.direct,
       note: "no member has a message in flight: its consumer's totals answer half of the counts",
+    },
+    {
+      scenario: "8 describe",
+      variant: `${PARTITIONS} partition counts at once (direct gets), from sequence 1`,
+      value: Math.round(median(times.countFromStart)),
+      unit: "ms",
+      samples: times.countFromStart,
+      note: "the server answers from its per-subject index",
+    },
+    {
+      scenario: "8 describe",
+      variant: `${PARTITIONS} partition counts at once (direct gets), from the middle of the stream`,
+      value: Math.round(median(times.countFromMiddle)),
+      unit: "ms",
+      baseline: "from sequence 1",
+      ratio: median(times.countFromMiddle) / median(times.countFromStart),
+      samples: times.countFromMiddle,
+      note: "the server walks the messages after the sequence: what a member's position costs",
     },
     {
       scenario: "8 describe",

@@ -105,8 +105,8 @@ export async function windowPartitionCounts(jsm: JetStreamManager, stream: strin
         complete = true;
         continue;
       }
-      const partition = Number(m.subject.slice(0, m.subject.indexOf(".")));
-      if (Number.isInteger(partition)) counts.set(partition, (counts.get(partition) ?? 0) + 1);
+      const partition = partitionToken(m.subject);
+      if (partition !== undefined) counts.set(partition, (counts.get(partition) ?? 0) + 1);
       if (m.seq === toSeq || directGetPending(m) === 0) complete = true;
     }
   } catch (err) {
@@ -115,4 +115,16 @@ export async function windowPartitionCounts(jsm: JetStreamManager, stream: strin
   }
   // A batch cut short by its byte limit ends before the window does: counted per partition instead.
   return complete || lastSeq >= toSeq ? counts : undefined;
+}
+
+/**
+ * The partition a stored subject belongs to as `<p>.>` selects it: a first token in
+ * canonical decimal (`0`, `17`; not `01`, `-0`, `1e0`) followed by at least one more
+ * token. Undefined for any other subject (one a publisher wrote there itself).
+ */
+export function partitionToken(subject: string): number | undefined {
+  const dot = subject.indexOf(".");
+  if (dot <= 0 || dot === subject.length - 1) return undefined;
+  const token = subject.slice(0, dot);
+  return /^(0|[1-9][0-9]*)$/.test(token) ? Number(token) : undefined;
 }

@@ -155,11 +155,13 @@ describe("describe - group state, backlog and health", () => {
 
   test("describe - static with allow_direct: in flight split by partition from the member's window, also when the window is too big for one batch", async () => {
     const stream = uniqueName("descwin");
-    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], allow_direct: true, subject_transform: { src: `${stream}.*`, dest: `{{partition(2,1)}}.${stream}.{{wildcard(1)}}` } });
+    // `01.<stream>.*` is stored as published: a first token `<p>.>` never selects, inside the windows below.
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`, `01.${stream}.*`], allow_direct: true, subject_transform: { src: `${stream}.*`, dest: `{{partition(2,1)}}.${stream}.{{wildcard(1)}}` } });
     await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["m1"], onWarning: () => undefined });
     const partitions: number[] = [];
     const payload = new Uint8Array(40 * 1024);
     for (let i = 0; i < 30; i++) {
+      if (i === 29) await env.js.publish(`01.${stream}.x`);
       const subject = `${stream}.k${i}`;
       partitions.push(partitionOf(subject, 2, { filter: `${stream}.*`, wildcards: [1] }));
       await env.js.publish(subject, payload);
