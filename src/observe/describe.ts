@@ -171,8 +171,18 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   const count = kind === "elastic" || wqInfo.config.allow_direct === true ? countWithDirectGet : countWithConsumer;
   // A static member's delivered-but-unacked window, read in one batch per member where the
   // stream allows direct gets and the window is narrow: it splits the in-flight count by partition.
+  // A static group's config filters narrow each partition to `<p>.<filter>` (balanced membership,
+  // as its consumers are made; Go gives mapped members whole partitions): counted the same way.
+  const staticConfig = kind === "static" ? (config as StaticConsumerGroupConfig) : undefined;
+  const narrowedBy = staticConfig?.filters && staticConfig.filters.length > 0 && (staticConfig.members?.length ?? 0) > 0 ? staticConfig.filters : undefined;
+  const filtersOfPartition = (p: number): string[] => (narrowedBy ? narrowedBy.map((f) => `${p}.${f}`) : [`${p}.>`]);
+  const countPartition = async (p: number, fromSeq: number): Promise<number> => {
+    let n = 0;
+    for (const filter of filtersOfPartition(p)) n += await count(jsm, consumerStream, filter, fromSeq);
+    return n;
+  };
   const windows = new Map<string, Map<number, number>>();
-  if (kind === "static" && count === countWithDirectGet) {
+  if (kind === "static" && count === countWithDirectGet && !narrowedBy) {
     const inFlight = [...infos].filter(([member, info]) => info && info.num_ack_pending > 0 && (assignment.get(member) ?? []).length > 1);
     await mapWithLimit(inFlight, REQUESTS_IN_FLIGHT, async ([member, info]) => {
       const window = info && (await windowPartitionCounts(jsm, consumerStream, info.ack_floor.stream_seq + 1, info.delivered.stream_seq));
@@ -185,7 +195,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     let usable = usableTotals.get(owner);
     if (usable === undefined) {
       const expected = kind === "static" ? staticMemberFilters(config, owner) : elasticGetPartitionFilters(config as ElasticConsumerGroupConfig, owner);
-      usable = totalsCountPartitions(kind, info, expected);
+      usable = totalsCountPartitions(info, expected);
       usableTotals.set(owner, usable);
     }
     return usable;
@@ -193,14 +203,13 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   const partitions = await mapWithLimit(partitionIndexes, REQUESTS_IN_FLIGHT, async (p): Promise<PartitionDescription> => {
     const owner = owners[p];
     const info = owner ? infos.get(owner) : undefined;
-    const filter = `${p}.>`;
     const delivered = info?.delivered.stream_seq ?? 0;
     const ackFloor = info?.ack_floor.stream_seq ?? 0;
     const solo = owner !== undefined && (assignment.get(owner) ?? []).length === 1;
     // A count is a request the server answers by scanning the stream from the sequence on, so the
     // owner's consumer totals answer what they can: no pending messages at all, or none in flight.
     // Only while the consumer has exactly the filters the config gives its member (not in the middle of
-    // a change), and they select the same messages as the partitions' `<p>.>` counts.
+    // a change): then they select the same messages as the partitions' counts.
     const totalsUsed = info !== undefined && owner !== undefined && totalsUsable(owner, info);
     const nothingPending = totalsUsed && info.num_pending === 0;
     const nothingInFlight = totalsUsed && info.num_ack_pending === 0;
@@ -210,18 +219,18 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
       // In a work queue, everything stored is unacked: what is past the last delivery is pending, the rest in flight.
       if (nothingPending) {
         pending = 0;
-        ackPending = nothingInFlight ? 0 : await count(jsm, consumerStream, filter, 1);
+        ackPending = nothingInFlight ? 0 : await countPartition(p, 1);
       } else {
-        const stored = await count(jsm, consumerStream, filter, 1);
-        pending = info && !nothingInFlight ? await count(jsm, consumerStream, filter, delivered + 1) : stored;
+        const stored = await countPartition(p, 1);
+        pending = info && !nothingInFlight ? await countPartition(p, delivered + 1) : stored;
         ackPending = stored - pending;
       }
     } else {
-      pending = nothingPending ? 0 : await count(jsm, consumerStream, filter, delivered + 1);
+      pending = nothingPending ? 0 : await countPartition(p, delivered + 1);
       const window = owner !== undefined ? windows.get(owner) : undefined;
       if (solo || nothingInFlight) ackPending = info?.num_ack_pending ?? 0;
       else if (window) ackPending = window.get(p) ?? 0;
-      else ackPending = info ? (await count(jsm, consumerStream, filter, ackFloor + 1)) - pending : 0;
+      else ackPending = info ? (await countPartition(p, ackFloor + 1)) - pending : 0;
     }
     return {
       partition: p,
@@ -274,14 +283,12 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
 
 /**
  * Whether a consumer's totals (`num_pending`, `num_ack_pending`) are totals of its
- * member's partitions as describe counts them (`<p>.>`): its filters are exactly the
- * member's under the current config, and each selects a whole partition, or the stream
- * is a work queue, which holds only what the partitioning filters let in. Worked out
- * once per member.
+ * member's partitions as describe counts them: its filters are exactly the member's
+ * under the current config (describe counts each partition with those filters). Worked
+ * out once per member.
  */
-function totalsCountPartitions(kind: GroupKind, info: ConsumerInfo, expected: string[]): boolean {
+function totalsCountPartitions(info: ConsumerInfo, expected: string[]): boolean {
   const { filter_subject: one, filter_subjects: many } = info.config;
   const have = new Set(many && many.length > 0 ? many : one ? [one] : []);
-  const wholePartitions = kind === "elastic" || expected.every((f) => /^\d+\.>$/.test(f));
-  return wholePartitions && have.size === expected.length && expected.every((f) => have.has(f));
+  return have.size === expected.length && expected.every((f) => have.has(f));
 }

@@ -185,6 +185,32 @@ describe("describe - group state, backlog and health", () => {
     for (const m of held.slice(28)) await m.ackAck();
   });
 
+  test("describe - static with config filters: a partition's backlog counts only what its filters select", async () => {
+    const stream = uniqueName("descflt");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*.*`], allow_direct: true, subject_transform: { src: `${stream}.*.*`, dest: `{{partition(2,2)}}.${stream}.{{wildcard(1)}}.{{wildcard(2)}}` } });
+    await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["m1", "m2"], filters: [`${stream}.a.*`], onWarning: () => undefined });
+    const selected = [0, 0];
+    for (let i = 0; i < 60; i++) {
+      const kind = i % 3 === 0 ? "b" : "a"; // one in three is outside the group's filter
+      await env.js.publish(`${stream}.${kind}.k${i}`);
+      if (kind === "a") selected[partitionOf(`${stream}.${kind}.k${i}`, 2, { filter: `${stream}.*.*`, wildcards: [2] })]! += 1;
+    }
+    const before = await describeGroup(env.js, "static", stream, "g");
+    assert.deepEqual(before.partitions.map((p) => p.pending), selected, "no instance yet: the filtered messages of each partition");
+    let handled = 0;
+    const instances = [
+      await staticConsume(env.js, { stream, group: "g", member: "m1", handler: () => void (handled += 1) }),
+      await staticConsume(env.js, { stream, group: "g", member: "m2", handler: () => void (handled += 1) }),
+    ];
+    await waitFor(() => handled === selected[0]! + selected[1]!, 10_000, "every selected message handled");
+    const after = await waitFor(async () => {
+      const d = await describeGroup(env.js, "static", stream, "g");
+      return d.members.every((m) => m.ackPending === 0) ? d : undefined;
+    }, 10_000, "the last acks");
+    assert.deepEqual(after.partitions.map((p) => [p.pending, p.ackPending]), [[0, 0], [0, 0]], "the messages outside the filter are nobody's backlog");
+    await Promise.all(instances.map((i) => i.stop()));
+  });
+
   test("describe - elastic: a full buffer, the source lag, and members beyond the partition count", async () => {
     const stream = uniqueName("descel");
     await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
