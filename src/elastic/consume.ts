@@ -100,6 +100,9 @@ function elasticDriver(
       delete consumer.durable_name;
       return consumer;
     },
+    supersedes(older, newer) {
+      return older.max_members === newer.max_members;
+    },
     async classify(current, next, jsm) {
       const immutable = new ConsumerGroupError(
         "CONFIG_IMMUTABLE",

@@ -216,7 +216,7 @@ export class MemberController<C> implements ConsumerGroupMember {
       const watch = this.watch;
       let failure: unknown;
       if (watch) {
-        const events = readAhead(watch.events);
+        const events = readAhead(watch.events, (older, newer) => this.port.supersedes(older, newer));
         for (;;) {
           const event = await events.next();
           if (event === undefined) break;
@@ -566,9 +566,13 @@ function asGroupError(err: unknown, what: string, code: ConsumerGroupError["code
  * Reads a config watch ahead of its handling: what arrives while a change is handled
  * waits here, and of several puts waiting in a row only the newest is handed out (a
  * member that lags behind a burst of edits rebalances once, to the latest config, not
- * through every revision in between). Deletions and unusable configs are never skipped.
+ * through every revision in between). Deletions and unusable configs are never skipped,
+ * nor a put that `supersedes` says the next one does not replace (a repartition step).
  */
-function readAhead<C>(source: AsyncIterable<ConfigEvent<C>>): { next(): Promise<ConfigEvent<C> | undefined>; readonly failure: unknown } {
+function readAhead<C>(
+  source: AsyncIterable<ConfigEvent<C>>,
+  supersedes: (older: C, newer: C) => boolean,
+): { next(): Promise<ConfigEvent<C> | undefined>; readonly failure: unknown } {
   const waiting: ConfigEvent<C>[] = [];
   let wake: (() => void) | undefined;
   let ended: { failure: unknown } | undefined;
@@ -589,7 +593,9 @@ function readAhead<C>(source: AsyncIterable<ConfigEvent<C>>): { next(): Promise<
       for (;;) {
         let event = waiting.shift();
         if (event !== undefined) {
-          for (let newer = waiting[0]; event.kind === "put" && newer?.kind === "put"; newer = waiting[0]) event = waiting.shift() ?? newer;
+          for (let newer = waiting[0]; event.kind === "put" && newer?.kind === "put" && supersedes(event.config, newer.config); newer = waiting[0]) {
+            event = waiting.shift() ?? newer;
+          }
           return event;
         }
         if (ended) return undefined;

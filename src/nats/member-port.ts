@@ -69,6 +69,12 @@ export interface MemberPort<C> {
   /** Whether `next` is the same config, a membership change, or a change that must stop the member. */
   classify(current: C, next: C): Classification | Promise<Classification>;
   /**
+   * Whether an instance that has not yet acted on config `older` may skip it and act on
+   * `newer` alone (a burst of edits read while a change is handled). Not across a change
+   * of the partition count: each repartition is accepted only from the count before it.
+   */
+  supersedes(older: C, newer: C): boolean;
+  /**
    * Creates (or binds to) the member's consumer for `config`.
    *
    * @throws ConsumerGroupError when it cannot be created (a conflict, a permission, the server)

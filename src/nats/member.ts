@@ -38,6 +38,8 @@ export interface MemberDriver<C> {
   partitions(config: C): number[];
   /** Whether `next` is the same, a membership change, or a change that must stop members. */
   classify(current: C, next: C, jsm: JetStreamManager): Classification | Promise<Classification>;
+  /** Whether an instance that has not yet acted on `older` may act on `newer` alone (see `MemberPort.supersedes`); always when absent. */
+  supersedes?(older: C, newer: C): boolean;
   /** Creates the consumer for `groupConfig`; "busy" when it should be retried soon. Throws when it cannot be created. */
   createConsumer(jsm: JetStreamManager, config: Partial<ConsumerConfig>, groupConfig: C): Promise<EnsureResult>;
   /** Checks the running consumer against the group's stream (see `MemberPort.refreshConsumer`). */
@@ -116,6 +118,10 @@ class NatsMemberPort<C> implements MemberPort<C> {
 
   classify(current: C, next: C): Classification | Promise<Classification> {
     return this.driver.classify(current, next, this.jsm);
+  }
+
+  supersedes(older: C, newer: C): boolean {
+    return this.driver.supersedes?.(older, newer) ?? true;
   }
 
   async ensureConsumer(config: C): Promise<EnsureResult> {

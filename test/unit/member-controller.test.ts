@@ -112,6 +112,10 @@ class FakePort implements MemberPort<Cfg> {
   wantsConsumer(config: Cfg): boolean {
     return config.partitions.length > 0;
   }
+  /** As the elastic port: never across a change of the partition count (`layout` here). */
+  supersedes(older: Cfg, newer: Cfg): boolean {
+    return older.layout === newer.layout;
+  }
   classify(current: Cfg, next: Cfg): "same" | "membership" | ConsumerGroupError {
     if (next.bad) return new ConsumerGroupError("CONFIG_IMMUTABLE", "bad change");
     return JSON.stringify(current) === JSON.stringify(next) ? "same" : "membership";
@@ -297,6 +301,23 @@ describe("member controller - lifecycle without a server", () => {
     const changes = h.events.filter((e) => e.type === "partitions_changed").map((e) => (e.type === "partitions_changed" ? e.partitions : []));
     assert.deepEqual(changes, [[1, 2], [3]]);
     assert.equal(h.port.sessions.length, 3, "one consume per config acted on");
+    await h.controller.stop();
+    assertBalanced(h.log);
+  });
+
+  test("controller - a burst is not read past a change of the partition count: each repartition step is acted on in turn", async () => {
+    const h = await drainingAfterChange([1, 2], false);
+    // A repartition to layout 2 then a membership edit within it, then another repartition to layout 3.
+    h.port.watches[0]?.push({ kind: "put", config: { partitions: [0, 1, 2, 3], layout: 2 }, revision: 3 });
+    h.port.watches[0]?.push({ kind: "put", config: { partitions: [3], layout: 2 }, revision: 4 });
+    h.port.watches[0]?.push({ kind: "put", config: { partitions: [3, 4], layout: 3 }, revision: 5 });
+    await flush();
+    h.first.drain.resolve(true);
+    h.port.autoDrain = true;
+    await flush(30);
+    const changes = h.events.filter((e) => e.type === "partitions_changed").map((e) => (e.type === "partitions_changed" ? e.partitions : []));
+    assert.deepEqual(changes, [[1, 2], [3], [3, 4]], "revision 3 is replaced by 4 (same layout), 4 is not replaced by 5");
+    assert.equal(h.controller.currentState.name, "consuming");
     await h.controller.stop();
     assertBalanced(h.log);
   });
