@@ -217,14 +217,19 @@ export class MemberController<C> implements ConsumerGroupMember {
       let failure: unknown;
       if (watch) {
         const events = readAhead(watch.events, (older, newer) => this.port.supersedes(older, newer));
-        for (;;) {
-          const event = await events.next();
-          if (event === undefined) break;
-          failures = 0;
-          await this.serial(() => this.onConfigEvent(event));
-          if (this.stopped) return;
+        try {
+          for (;;) {
+            const event = await events.next();
+            if (event === undefined) break;
+            failures = 0;
+            await this.serial(() => this.onConfigEvent(event));
+            if (this.stopped) return;
+          }
+          failure = events.failure;
+        } catch (err) {
+          // Acting on a change failed (the server did not answer a question about it): the watch is re-opened and the config read again.
+          failure = err;
         }
-        failure = events.failure;
       }
       if (this.stopped) return;
       watch?.stop();

@@ -169,8 +169,6 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
 
   // One direct get per count where the stream allows them (a work queue always does); a temporary consumer per count otherwise.
   const count = kind === "elastic" || wqInfo.config.allow_direct === true ? countWithDirectGet : countWithConsumer;
-  // A static member's delivered-but-unacked window, read in one batch per member where the
-  // stream allows direct gets and the window is narrow: it splits the in-flight count by partition.
   // A static group's config filters narrow each partition to `<p>.<filter>` (balanced membership,
   // as its consumers are made; Go gives mapped members whole partitions): counted the same way.
   const staticConfig = kind === "static" ? (config as StaticConsumerGroupConfig) : undefined;
@@ -181,6 +179,8 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     for (const filter of filtersOfPartition(p)) n += await count(jsm, consumerStream, filter, fromSeq);
     return n;
   };
+  // A static member's delivered-but-unacked window, read in one batch per member where the
+  // stream allows direct gets and the window is narrow: it splits the in-flight count by partition.
   const windows = new Map<string, Map<number, number>>();
   if (kind === "static" && count === countWithDirectGet && !narrowedBy) {
     const inFlight = [...infos].filter(([member, info]) => info && info.num_ack_pending > 0 && (assignment.get(member) ?? []).length > 1);

@@ -116,7 +116,11 @@ class FakePort implements MemberPort<Cfg> {
   supersedes(older: Cfg, newer: Cfg): boolean {
     return older.layout === newer.layout;
   }
+  /** Errors classify throws, one per call, before it answers (a server that did not answer a question about the change). */
+  classifyErrors: Error[] = [];
   classify(current: Cfg, next: Cfg): "same" | "membership" | ConsumerGroupError {
+    const error = this.classifyErrors.shift();
+    if (error) throw error;
     if (next.bad) return new ConsumerGroupError("CONFIG_IMMUTABLE", "bad change");
     return JSON.stringify(current) === JSON.stringify(next) ? "same" : "membership";
   }
@@ -547,6 +551,30 @@ describe("member controller - lifecycle without a server", () => {
     assert.deepEqual(h.controller.partitions(), [2], "later changes are followed");
     await h.controller.stop();
     assertBalanced(h.log);
+  });
+
+  test("controller - acting on a change that fails (the server did not answer) re-opens the watch and applies the stored config, without an unhandled rejection", async () => {
+    const rejections: unknown[] = [];
+    const onRejection = (reason: unknown): void => void rejections.push(reason);
+    process.on("unhandledRejection", onRejection);
+    try {
+      const h = harness([0, 1]);
+      await h.controller.start(false);
+      h.port.classifyErrors = [new Error("stream info timed out")];
+      h.port.stored = { config: { partitions: [1, 2] }, revision: 2 };
+      h.port.watches[0]?.push(put([1, 2], 2));
+      await flush(10);
+      assert.ok(h.events.some((e) => e.type === "watch_error" && e.error.message.includes("stream info timed out")), "the failure is reported");
+      mock.timers.tick(250);
+      await flush(20);
+      assert.deepEqual(h.controller.partitions(), [1, 2], "the change applies after the re-read");
+      assert.equal(h.controller.currentState.name, "consuming");
+      await h.controller.stop();
+      assertBalanced(h.log);
+      assert.deepEqual(rejections, []);
+    } finally {
+      process.off("unhandledRejection", onRejection);
+    }
   });
 
   test("controller - a watch that went silent (its KV stream recreated) is replaced once two reads disagree with it", async () => {
