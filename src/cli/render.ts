@@ -188,6 +188,10 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "watch_error", ...base, error: status.error.message, code: status.error.code, retry_in_ms: status.retryInMs };
     case "watch_restarted":
       return { event: "watch_restarted", ...base, revision: status.revision, attempts: status.attempts };
+    case "starts_held":
+      return { event: "starts_held", ...base, reason: status.reason, duration_ms: status.durationMs };
+    case "slow_consumer":
+      return { event: "slow_consumer", ...base, blocked_ms: status.blockedMs };
     case "events_dropped":
       return { event: "events_dropped", ...base, count: status.count };
     case "membership_written":
@@ -200,6 +204,22 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return status.error ? { event: "stopped", ...base, error: errorText(status.error) } : { event: "stopped", ...base };
     default:
       return { event: (status as { type: string }).type, ...base };
+  }
+}
+
+/** Why starts were held, in words. */
+function holdWords(reason: string): string {
+  switch (reason) {
+    case "takeover":
+      return "took the pin over: waited for what the previous instance left unacked";
+    case "gap":
+      return "deliveries were lost on the way: waited for their redelivery";
+    case "redeliveries":
+      return "waited for the server's redeliveries";
+    case "fenced":
+      return "no proof from the server that the pin was still ours";
+    default:
+      return reason;
   }
 }
 
@@ -247,6 +267,10 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} ${s.yellow("config watch failed")}: ${String(doc["error"])}; re-opening in ${formatDuration(Number(doc["retry_in_ms"]))} (still consuming)`;
     case "watch_restarted":
       return `${head} config watch re-opened at revision ${String(doc["revision"])} after ${String(doc["attempts"])} attempt(s)`;
+    case "starts_held":
+      return `${head} ${s.yellow("starts held")} ${formatDuration(Number(doc["duration_ms"]))} (${holdWords(String(doc["reason"]))}), consuming again`;
+    case "slow_consumer":
+      return `${head} ${s.red("slow consumer")}: the connection was lost right after the event loop was blocked for ${formatDuration(Number(doc["blocked_ms"]))}; the server most likely cut it for reading too slowly. Lost deliveries come back after AckWait and starts wait for them. Keep handlers from blocking the event loop, or lower maxBufferedBytes`;
     case "events_dropped":
       return `${head} ${s.yellow(`${String(doc["count"])} status events dropped`)} (not read in time)`;
     case "membership_written":

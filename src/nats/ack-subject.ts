@@ -1,5 +1,5 @@
 /**
- * The two numbers a member needs from every delivery, read from its ack subject
+ * The three numbers a member needs from every delivery, read from its ack subject
  * without building the whole delivery info (nats.js parses that on first use; a
  * handler that asks for `msg.info` still gets it).
  *
@@ -15,6 +15,8 @@ export interface DeliveryNumbers {
   streamSequence: number;
   /** 1 for a first delivery. */
   deliveryCount: number;
+  /** The consumer's delivery sequence: every delivery of the consumer, to any instance, takes the next one. */
+  consumerSequence: number;
 }
 
 const DOT = 46;
@@ -22,7 +24,7 @@ const ZERO = 48;
 const NINE = 57;
 
 /**
- * Reads the delivery count and stream sequence of an ack subject (one pass, one
+ * Reads the delivery count, stream sequence and consumer sequence of an ack subject (one pass, one
  * object: it runs for every delivered message).
  *
  * @returns undefined when `reply` is not a JetStream ack subject (the caller falls back to nats.js)
@@ -39,17 +41,20 @@ export function deliveryNumbers(reply: string): DeliveryNumbers | undefined {
   for (let seen = 0; seen < countToken; at++) if (reply.charCodeAt(at) === DOT) seen += 1;
   let deliveryCount = 0;
   let streamSequence = 0;
+  let consumerSequence = 0;
   let digits = 0;
-  for (let field = 0; field < 2; field++, at++) {
+  for (let field = 0; field < 3; field++, at++) {
     digits = 0;
     for (; at < reply.length; at++, digits++) {
       const code = reply.charCodeAt(at);
       if (code === DOT) break;
       if (code < ZERO || code > NINE) return undefined;
-      if (field === 0) deliveryCount = deliveryCount * 10 + (code - ZERO);
-      else streamSequence = streamSequence * 10 + (code - ZERO);
+      const digit = code - ZERO;
+      if (field === 0) deliveryCount = deliveryCount * 10 + digit;
+      else if (field === 1) streamSequence = streamSequence * 10 + digit;
+      else consumerSequence = consumerSequence * 10 + digit;
     }
     if (digits === 0) return undefined;
   }
-  return { deliveryCount, streamSequence };
+  return { deliveryCount, streamSequence, consumerSequence };
 }

@@ -110,37 +110,71 @@ export function consumePinId(messages: ConsumerMessages): string {
   return internals(messages).natsPinId ?? "";
 }
 
+/** What the gate in front of a consume's pulls lets the next pull ask for. */
+export interface PullAllowance {
+  /** Messages (0: no pull now). */
+  batch: number;
+  /** Bytes (the pull's `max_bytes`); absent: no byte limit on this pull. */
+  maxBytes?: number;
+}
+
+/** The gate in front of a consume's pulls. */
+export interface PullGate {
+  /** Sends the pull the gate withheld, if it did, now that the allowance may have grown. */
+  resume(): void;
+  /** Sends a pull now if the allowance lets one go (nats.js waits for missed heartbeats after a pull that ran out of bytes). */
+  refill(): void;
+}
+
 /**
- * Puts a gate in front of the consume's pulls: before each pull, `allowance(batch)`
- * says how many messages may be asked for (0: none now). A withheld pull is sent by
- * the returned `resume()` once the gate opens again.
+ * Puts a gate in front of the consume's pulls: before each pull, `allowance(outstanding)`
+ * says how many messages and bytes it may ask for (a batch of 0: none now). A withheld
+ * pull is sent by the returned `resume()` once the gate opens again.
  *
  * nats.js re-pulls from inside its delivery callback whenever fewer than a threshold
  * of messages are outstanding, however many the application still holds; the gate
- * is what bounds the messages held in the process.
+ * is what bounds the messages and bytes held in the process and on their way to it.
  */
-export function gatePulls(messages: ConsumerMessages, allowance: (batch: number) => number): { resume(): void } {
+export function gatePulls(messages: ConsumerMessages, allowance: (outstanding: number) => PullAllowance): PullGate {
   const i = internals(messages);
   const original = i.pull?.bind(messages);
   const options = i.pullOptions?.bind(messages);
   if (!original || !options) throw unsupported("the consume's pull function (pull, pullOptions)");
   let withheld = false;
   i.pull = (opts: PullRequest) => {
-    const allowed = Math.min(opts.batch ?? 0, allowance(i.pending?.msgs ?? 0));
-    if (allowed <= 0) {
+    const allowed = allowance(i.pending?.msgs ?? 0);
+    const batch = Math.min(opts.batch ?? 0, allowed.batch);
+    if (batch <= 0) {
       withheld = true;
       return;
     }
     withheld = false;
-    original({ ...opts, batch: allowed });
+    // nats.js computes max_bytes from its own byte count (0 when the consume pulls by messages): only ours goes out.
+    const { max_bytes: _ignored, ...rest } = opts;
+    original(allowed.maxBytes !== undefined ? { ...rest, batch, max_bytes: allowed.maxBytes } : { ...rest, batch });
+  };
+  const pullNow = (): void => {
+    const opts = options();
+    if ((opts.batch ?? 0) > 0) i.pull?.(opts);
   };
   return {
     resume() {
-      if (!withheld) return;
-      const opts = options();
-      if ((opts.batch ?? 0) > 0) i.pull?.(opts);
+      if (withheld) pullNow();
     },
+    refill: pullNow,
   };
+}
+
+/** The size of a delivery as nats.js counts it (subject, headers and payload), or its payload's when nats.js does not say. */
+export function deliverySize(m: JsMsg): number {
+  const size = (m as unknown as { msg?: { size?: () => number } }).msg?.size?.();
+  return typeof size === "number" ? size : m.data.length;
+}
+
+/** The inbox prefix the connection was configured with (`_INBOX` unless set), for replies that must reach it under narrow permissions. */
+export function inboxPrefixOf(nc: NatsConnection): string | undefined {
+  const prefix = (nc as unknown as { options?: { inboxPrefix?: unknown } }).options?.inboxPrefix;
+  return typeof prefix === "string" && prefix !== "" ? prefix : undefined;
 }
 
 /** The reply (ack) subject of a delivered message. */

@@ -62,6 +62,14 @@ export interface ConsumeOptions extends MemberLifecycle {
    */
   maxBuffered?: number;
   /**
+   * The most bytes this instance holds and asks the server for at once (buffered, in
+   * flight and on their way), so the server never queues more for it than its
+   * slow-consumer limit (`max_pending`, 64 MiB by default) allows while handlers keep
+   * the event loop busy. A single message larger than this still comes, alone.
+   * Default 16 MiB.
+   */
+  maxBufferedBytes?: number;
+  /**
    * Failure policy. In `partition` and `key` modes (or when given), a handler that
    * throws is retried in place with backoff, holding its key or partition and nothing
    * else; after `maxDeliver` attempts the message goes to `deadLetterSubject` (then it
@@ -150,6 +158,10 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
   if (!Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBuffered must be an integer >= maxInFlight (${maxInFlight}), got ${String(options.maxBuffered)}`);
   }
+  const maxBufferedBytes = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
+  if (!Number.isSafeInteger(maxBufferedBytes) || maxBufferedBytes < 1024) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBufferedBytes must be an integer number of bytes >= 1024, got ${JSON.stringify(options.maxBufferedBytes)}`);
+  }
   const retry = retryPolicy(js, options, template, concurrency);
   const lifecycle: MemberLifecycle = {};
   for (const name of ["onAssigned", "onRevoked", "onPinned", "onUnpinned", "onError"] as const) {
@@ -176,11 +188,15 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     pullBatch,
     // The local cap: what the process holds, whatever the consumer's max_ack_pending (even -1).
     localBufferCap: Math.max(maxBuffered, maxInFlight),
+    maxBufferedBytes,
     dispatch,
     lifecycle,
     ...(options.meterProvider ? { meterProvider: options.meterProvider } : {}),
   };
 }
+
+/** The default byte budget of an instance: a quarter of the server's default slow-consumer limit. */
+const DEFAULT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {
   const given = options.retry;

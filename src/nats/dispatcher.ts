@@ -85,6 +85,17 @@ export interface DispatchEvents {
 /** A handler. */
 export type Handler = (msg: ConsumerGroupMessage) => void | Promise<void>;
 
+/** How the dispatcher's owner takes part in its flow control. */
+export interface DispatchHooks {
+  /** A message left the dispatcher (room in the local buffer). */
+  onRoom?(): void;
+  /**
+   * Right before a handler's message is acked, so the acks of handlers that finish
+   * back to back can leave in one socket write (see `write-batch.ts`).
+   */
+  beforeAck?(): void;
+}
+
 interface Lane {
   key: string;
   /** In stream order. */
@@ -202,13 +213,6 @@ export class Dispatcher {
   /** Deliveries that arrived while draining, given back with the rest once the drain is over. */
   private readonly late: JsMsg[] = [];
   private drained = false;
-  /** Set while nothing may start: the server is still delivering what it had queued for redelivery. */
-  private holdTimer: NodeJS.Timeout | undefined;
-  /**
-   * True from a pin takeover until every message the previous owner held unacked is
-   * back here (or settled): nothing starts, so the lanes can put them in order first.
-   */
-  private takingOver = false;
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
   private yielding = false;
   /** Set by {@link Dispatcher.pauseStarts}: nothing starts any more, a drain follows. */
@@ -217,15 +221,6 @@ export class Dispatcher {
   private readonly unkeyed = new Map<number, Set<number>>();
   /** Key lanes whose next message waits for an earlier unkeyed message of its partition. */
   private afterUnkeyed: Lane[] = [];
-  /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
-  ackPendingLimit = Number.POSITIVE_INFINITY;
-  /** Called when a message left the dispatcher (room in the local buffer). */
-  onRoom: (() => void) | undefined;
-  /**
-   * Called right before a handler's message is acked, so the acks of handlers that
-   * finish back to back can leave in one socket write (see `write-batch.ts`).
-   */
-  beforeAck: (() => void) | undefined;
   /** True while pump() runs: a handler that finishes synchronously must not start a nested pump. */
   private pumping = false;
   /** Set while a fenced instance waits to look again whether it may start handlers. */
@@ -239,6 +234,7 @@ export class Dispatcher {
     private readonly handler: Handler,
     private readonly policy: DispatchPolicy,
     private readonly events: DispatchEvents,
+    private readonly hooks: DispatchHooks = {},
   ) {}
 
   /** Messages held here: buffered plus in progress. */
@@ -251,11 +247,14 @@ export class Dispatcher {
     return this.executing;
   }
 
-  /** Takes a delivered message. */
-  push(m: JsMsg): void {
+  /**
+   * Takes a delivered message.
+   *
+   * @param numbers - its delivery numbers, when the caller read them already
+   */
+  push(m: JsMsg, numbers: DeliveryNumbers = deliveryNumbersOf(m)): void {
     // A redelivery that crossed our ack (sent before the ack arrived): settle it again, never handle it twice.
     // (A first delivery cannot have been settled here: most messages skip the lookup.)
-    const numbers = deliveryNumbersOf(m);
     const done = numbers.deliveryCount > 1 ? this.settled.get(numbers.streamSequence) : undefined;
     if (this.stopping) {
       if (done === "ack") m.ack();
@@ -293,24 +292,14 @@ export class Dispatcher {
     if (at === lane.queue.length) lane.queue.push(msg);
     else lane.queue.splice(at, 0, msg);
     this.schedule(lane);
-    // The server sends fresh messages only once its redelivery queue is empty.
-    // (or when the consumer's max_ack_pending is reached: then nothing else can come).
-    if (this.holdTimer && (!msg.redelivered || this.size >= this.ackPendingLimit)) this.release();
     this.pump();
   }
 
-  /**
-   * Starts nothing until the server has delivered everything it had queued for
-   * redelivery (the first fresh message comes after all of them), or `maxMs` passed.
-   * For an instance that just took the pin over: the server may have moved some of
-   * what the previous instance gave back behind the rest of its redelivery queue
-   * while that instance was still pinned, and the lanes put them back in order only
-   * if they are all there before anything starts.
-   */
-  holdForRedeliveries(maxMs: number): void {
-    if (this.stopping) return;
-    clearTimeout(this.holdTimer);
-    this.holdTimer = setTimeout(() => this.release(), maxMs);
+  /** Starts what may start now: the owner calls it when `mayStart` may have turned true. */
+  wake(): void {
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = undefined;
+    this.pump();
   }
 
   /** Nothing may start now (see `DispatchPolicy.mayStart`): look again in a moment. */
@@ -322,23 +311,6 @@ export class Dispatcher {
     }, FENCE_RECHECK_MS);
   }
 
-  private release(): void {
-    clearTimeout(this.holdTimer);
-    this.holdTimer = undefined;
-    this.pump();
-  }
-
-  /**
-   * This instance just took the pin over: nothing starts until {@link endTakeover}.
-   * Messages the previous owner received and did not ack (it crashed, or lost its pin)
-   * come back only when their AckWait runs out, in no particular order, while fresh
-   * ones keep coming: started early, a key's later message would overtake them.
-   */
-  beginTakeover(): void {
-    if (this.stopping) return;
-    this.takingOver = true;
-  }
-
   /**
    * Starts no more handlers from now on (those running go on): the member is about to
    * give partitions up and must not start their messages while it asks the server
@@ -346,19 +318,6 @@ export class Dispatcher {
    */
   pauseStarts(): void {
     this.startsPaused = true;
-  }
-
-  /** True while a takeover holds every start. */
-  get holdingForTakeover(): boolean {
-    return this.takingOver;
-  }
-
-  /** Everything the previous owner held is settled or here: start, in each lane's order. */
-  endTakeover(): void {
-    if (!this.takingOver) return;
-    this.takingOver = false;
-    for (const lane of this.lanes.values()) this.schedule(lane);
-    this.pump();
   }
 
   /**
@@ -411,7 +370,7 @@ export class Dispatcher {
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
-    if (back.length > 0) this.onRoom?.();
+    if (back.length > 0) this.hooks.onRoom?.();
   }
 
   /** Puts a lane in the ready list when its next message may start. */
@@ -455,7 +414,7 @@ export class Dispatcher {
         this.fenceWait();
         return;
       }
-      while (!this.stopping && !this.startsPaused && !this.holdTimer && !this.takingOver && this.executing < this.policy.maxInFlight) {
+      while (!this.stopping && !this.startsPaused && this.executing < this.policy.maxInFlight) {
         const retry = this.retries.shift();
         if (retry) {
           const msg = retry.head;
@@ -542,7 +501,7 @@ export class Dispatcher {
     this.schedule(lane);
     if (this.sweeper === undefined || this.lanes.size > IDLE_LANES_KEPT) this.forgetIfIdle(lane);
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
-    this.onRoom?.();
+    this.hooks.onRoom?.();
     this.pump();
   }
 
@@ -642,7 +601,7 @@ export class Dispatcher {
       return;
     }
     if (msg.settlement === undefined) {
-      this.beforeAck?.();
+      this.hooks.beforeAck?.();
       msg.ack();
     }
     this.events.onHandled?.(msg, performance.now() - started);
@@ -755,8 +714,6 @@ export class Dispatcher {
    */
   async drain(timeoutMs: number, giveBackAfter?: Promise<unknown>): Promise<boolean> {
     this.stopping = true;
-    clearTimeout(this.holdTimer);
-    this.holdTimer = undefined;
     clearTimeout(this.fenceTimer);
     this.fenceTimer = undefined;
     this.ready.length = 0;

@@ -200,6 +200,37 @@ export type MemberStatus =
       /** The kind of event. */
       type: "lease_restored";
     }
+  /**
+   * Starts were held for `durationMs` and go on now (reported from 100 ms on). A hold
+   * keeps per-key order when the server may still redeliver an earlier message:
+   * `takeover` (this instance got the pin and waited for what the previous holder left
+   * unacked), `gap` (the consumer delivered something this instance never received: a
+   * cut connection, a leader change), `redeliveries` (a takeover waited for the server's
+   * redelivery queue). `fenced`: no answer from the server proved the pin was still
+   * this instance's (a stalled, blocked or cut-off instance starts nothing).
+   */
+  | {
+      /** The kind of event. */
+      type: "starts_held";
+      /** Why starts were held. */
+      reason: "takeover" | "gap" | "redeliveries" | "fenced";
+      /** How long, in ms. */
+      durationMs: number;
+    }
+  /**
+   * The connection was lost right after the event loop was blocked for `blockedMs`:
+   * most likely the server cut it as a slow consumer (it read too slowly while the
+   * server had more queued for it than its `max_pending`). Deliveries lost with it
+   * come back after AckWait; starts are held until then (see `starts_held`). Handlers
+   * that block the event loop (synchronous work) cause it; so does a `maxBufferedBytes`
+   * above the server's limit.
+   */
+  | {
+      /** The kind of event. */
+      type: "slow_consumer";
+      /** The longest block of the event loop right before the disconnect, in ms. */
+      blockedMs: number;
+    }
   /** Events were dropped because nobody read this status iterator: `count` since the last event read. */
   | {
       /** The kind of event. */
@@ -269,6 +300,8 @@ export interface MemberSettings {
   pullBatch: number;
   /** The most messages held in this process at once (buffered plus running); pulls wait while it is reached. */
   localBufferCap: number;
+  /** The most bytes held in this process and asked for at once. */
+  maxBufferedBytes: number;
   /** How handlers run. */
   dispatch: DispatchPolicy;
   lifecycle: MemberLifecycle;

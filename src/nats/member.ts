@@ -145,6 +145,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
         expiresMs: pullExpiryMs(this.settings.ackWaitMs),
         maxMessages: this.settings.pullBatch,
         localBufferCap: this.settings.localBufferCap,
+        maxBufferedBytes: this.settings.maxBufferedBytes,
         pinnedTtlMs: pinnedTtlMs(this.settings.ackWaitMs),
         ...(this.driver.replacedCopy ? { replacedCopy: (m: JsMsg) => this.driver.replacedCopy?.(m) ?? false } : {}),
       },

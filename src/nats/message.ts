@@ -152,7 +152,7 @@ export class ConsumerGroupMessage {
  */
 export function deliveryNumbersOf(msg: JsMsg): DeliveryNumbers {
   const reply = replySubject(msg);
-  return (reply !== undefined ? deliveryNumbers(reply) : undefined) ?? { streamSequence: msg.seq, deliveryCount: msg.info.deliveryCount };
+  return (reply !== undefined ? deliveryNumbers(reply) : undefined) ?? { streamSequence: msg.seq, deliveryCount: msg.info.deliveryCount, consumerSequence: msg.info.deliverySequence };
 }
 
 /**

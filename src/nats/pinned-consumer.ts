@@ -5,21 +5,47 @@
  * Messages are taken in callback mode and queued here, so pulls carrying the pin id
  * keep going out while a slow handler works: in iterator mode nats.js queues pulls
  * behind buffered messages, and a pinned instance that pulls late loses its pin.
- * A gate in front of the pulls bounds what is held in the process (the local cap),
- * whatever the consumer's `max_ack_pending`; while the gate is shut, or while the
- * instance drains, a pin keep-alive (a pull that cannot deliver) keeps the pin.
+ * A gate in front of the pulls bounds what is held in the process and on its way to
+ * it, in messages (the local cap, whatever the consumer's `max_ack_pending`) and in
+ * bytes (so the server never has more queued for this client than its slow-consumer
+ * limit allows); while the gate is shut, or while the instance drains, a pin
+ * keep-alive (a pull that cannot deliver) keeps the pin. The keep-alive's answer is
+ * the pin's proof, and every delivery's consumer sequence is checked for gaps: both
+ * go to the {@link StartGuard}, which says when a handler may start.
  * The acks of handlers that finish back to back share a socket write (`write-batch.ts`).
  */
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import { createInbox, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
-import type { ConsumerGroupMessage } from "./message.js";
+import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
-import { apiPrefix, checkConsumeShape, connectionOf, connectionWrites, consumePinId, consumeSubscription, gatePulls, replySubject } from "./client-seam.js";
+import {
+  apiPrefix,
+  checkConsumeShape,
+  connectionOf,
+  connectionStatus,
+  connectionWrites,
+  consumeSubscription,
+  deliverySize,
+  gatePulls,
+  inboxPrefixOf,
+  replySubject,
+  type PullAllowance,
+  type PullGate,
+} from "./client-seam.js";
+import { recentLoopBlockMs, watchLoopLag } from "./loop-lag.js";
+import { isPermissionError } from "./server-errors.js";
+import { StartGuard, type HoldReason } from "./start-guard.js";
 import { writeBatchOf } from "./write-batch.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
 const REDELIVERY_HOLD_MS = 500;
+/** A fenced instance asks for the pin's proof at most this often. */
+const PROOF_RETRY_MS = 250;
+/** A block of the event loop this long right before a disconnect is reported as a likely slow-consumer cut. */
+const SLOW_CONSUMER_BLOCK_MS = 250;
+/** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
+const REPORTED_HOLD_MS = 100;
 
 /** What the runner tells its owner. */
 export interface PinnedConsumerEvents extends DispatchEvents {
@@ -29,6 +55,12 @@ export interface PinnedConsumerEvents extends DispatchEvents {
   onUnpinned(): void;
   /** The consume ended on its own: the consumer or stream is gone, or a terminal error. */
   onEnded(reason: string): void;
+  /** Starts were held (or fenced: no proof of the pin) for `durationMs` and may go on now. */
+  onStartsHeld?(reason: HoldReason | "fenced", durationMs: number): void;
+  /** The connection was lost right after the event loop was blocked for `blockedMs`: most likely the server cut it as a slow consumer. */
+  onSlowConsumer?(blockedMs: number): void;
+  /** The pin's proof cannot be had (the keep-alive's answers are not allowed): starts are not fenced on it. */
+  onProofUnavailable?(reason: string): void;
 }
 
 /** A message handler. It may be async; it is awaited. */
@@ -42,6 +74,8 @@ export interface PullSettings {
   maxMessages: number;
   /** The most messages held in the process at once. */
   localBufferCap: number;
+  /** The most bytes held in the process and asked for at once (a single larger message still comes, alone). */
+  maxBufferedBytes: number;
   /** The consumer's PinnedTTL in ms: the pin keep-alive goes out three times per TTL. */
   pinnedTtlMs: number;
   /** A message to ack without handling: a copy a repartition's source switch replaced (the new source stores it again). */
@@ -55,19 +89,34 @@ export class PinnedConsumer {
   private messages: ConsumerMessages | undefined;
   private handle: Consumer | undefined;
   private readonly dispatcher: Dispatcher;
+  private readonly guard: StartGuard;
   private readonly nc: NatsConnection;
   private stopping = false;
-  private lastPinId: string | undefined;
   /** The latest delivery: its ack subject is where the settle barrier is sent (read only then). */
   private lastDelivered: JsMsg | undefined;
   /** The consumer's creation time, as the server reported it when this instance bound to it. */
   private createdAt: string | undefined;
-  private gate: { resume(): void } | undefined;
+  private gate: PullGate | undefined;
   /** True while the gate withholds a pull. */
   private gateShut = false;
   private keepAlive: NodeJS.Timeout | undefined;
-  /** When the current takeover began, while it waits for the previous owner's messages. */
-  private takeoverSince: number | undefined;
+  /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
+  private ackPendingLimit = Number.POSITIVE_INFINITY;
+  /** The largest delivery seen, in bytes: what the byte budget expects of each message asked for. */
+  private largestDelivery = 0;
+  /** The keep-alives whose answers are awaited, by the last token of their reply subject. */
+  private readonly keepAlivesSent = new Map<string, { pin: string; sentAt: number }>();
+  private keepAliveCount = 0;
+  private lastKeepAliveAt = Number.NEGATIVE_INFINITY;
+  private proofInbox: string | undefined;
+  private proofSub: Subscription | undefined;
+  /** True while one loop reads the consumer's state for the guard's holds. */
+  private settling = false;
+  /** Set when the server said the current pin is not ours: the give-back for that pin is done. */
+  private pinLossHandled = false;
+  /** When starts were first refused since the last start was allowed, and why. */
+  private refused: { since: number; reason: HoldReason | "fenced" } | undefined;
+  private connectionWatch: { stop?: () => void } | undefined;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -81,15 +130,18 @@ export class PinnedConsumer {
     private readonly events: PinnedConsumerEvents,
   ) {
     this.nc = connectionOf(js);
-    this.dispatcher = new Dispatcher(handler, policy, events);
-    this.dispatcher.onRoom = () => this.onRoom();
+    this.guard = new StartGuard({ pinnedTtlMs: settings.pinnedTtlMs, redeliveryHoldMs: REDELIVERY_HOLD_MS });
     const acks = writeBatchOf(connectionWrites(this.nc));
-    this.dispatcher.beforeAck = () => acks.hold();
+    const leaseAllows = policy.mayStart;
+    this.dispatcher = new Dispatcher(handler, { ...policy, mayStart: () => (leaseAllows?.() ?? true) && this.mayStart() }, events, {
+      onRoom: () => this.onRoom(),
+      beforeAck: () => acks.hold(),
+    });
   }
 
-  /** The most recent `Nats-Pin-Id` seen on a message, if any. */
+  /** The pin id of this instance's latest deliveries, while it holds it. */
   get pinId(): string | undefined {
-    return this.lastPinId;
+    return this.guard.pinId;
   }
 
   /** The `created` time of the consumer this instance joined (ISO text from the server). */
@@ -118,101 +170,181 @@ export class PinnedConsumer {
     const info = await consumer.info(true);
     this.createdAt = info.created;
     const limit = info.config.max_ack_pending;
-    if (limit !== undefined && limit > 0) this.dispatcher.ackPendingLimit = limit;
-    const messages = await consumer.consume({
-      group: PRIORITY_GROUP,
-      expires: this.settings.expiresMs,
-      max_messages: Math.min(this.settings.maxMessages, this.settings.localBufferCap),
-      abort_on_missing_resource: true,
-      callback: (m) => this.take(m),
-    });
-    this.messages = messages;
+    if (limit !== undefined && limit > 0) this.ackPendingLimit = limit;
+    watchLoopLag();
+    // Open before the first delivery: its new pin asks for a proof at once.
+    this.openProofInbox();
+    let messages: ConsumerMessages | undefined;
     try {
+      messages = await consumer.consume({
+        group: PRIORITY_GROUP,
+        expires: this.settings.expiresMs,
+        max_messages: Math.min(this.settings.maxMessages, this.settings.localBufferCap),
+        abort_on_missing_resource: true,
+        callback: (m) => this.take(m),
+      });
       checkConsumeShape(messages);
     } catch (err) {
-      messages.stop();
+      messages?.stop();
+      this.proofSub?.unsubscribe();
       throw err;
     }
+    this.messages = messages;
     this.gate = gatePulls(messages, (outstanding) => this.allowance(outstanding));
     this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
     this.keepAlive.unref();
     void this.watchStatus(messages);
+    void this.watchConnection();
     void messages.closed().then((err) => {
-      if (!this.stopping) this.events.onEnded(err ? err.message : "the consume ended");
+      if (this.stopping) return;
+      // Its messages are someone else's now (a member giving the partitions up deleted it, say), and acks
+      // to it go nowhere: nothing more starts from it while the owner winds the session down.
+      this.dispatcher.pauseStarts();
+      this.events.onEnded(err ? err.message : "the consume ended");
     });
+  }
+
+  /** Whether a handler may start now (the {@link StartGuard}'s phase), reporting a hold or fence that ends. */
+  private mayStart(): boolean {
+    const now = performance.now();
+    const phase = this.guard.phase(now);
+    if (phase.kind === "consuming") {
+      const refused = this.refused;
+      this.refused = undefined;
+      if (refused && now - refused.since >= REPORTED_HOLD_MS) this.events.onStartsHeld?.(refused.reason, Math.round(now - refused.since));
+      return true;
+    }
+    if (phase.kind !== "yielded") this.refused ??= { since: now, reason: phase.kind === "holding" ? phase.reason : "fenced" };
+    if (phase.kind === "fenced" && now - this.lastKeepAliveAt >= PROOF_RETRY_MS) this.keepPin();
+    return false;
   }
 
   private async watchStatus(messages: ConsumerMessages): Promise<void> {
     for await (const s of messages.status()) {
       if (this.stopping) continue;
       if (s.type === "consumer_pinned") this.events.onPinned(s.id);
-      else if (s.type === "consumer_unpinned") {
-        // Another instance is pinned now: nothing more starts here; what has not started goes back to it.
-        this.lastPinId = undefined;
-        this.dispatcher.giveBackQueued();
-        this.events.onUnpinned();
-      } else if (s.type === "consumer_deleted") {
+      else if (s.type === "consumer_unpinned") this.pinLost();
+      else if (s.type === "discard") this.gate?.refill();
+      else if (s.type === "consumer_deleted") {
+        this.dispatcher.pauseStarts();
         this.events.onEnded(`the consumer was deleted (${s.code} ${s.description})`);
         messages.stop();
       }
     }
   }
 
-  private take(m: JsMsg): void {
-    const pin = m.headers?.get("Nats-Pin-Id");
-    if (pin && pin !== this.lastPinId) {
-      // Taking the pin over with a redelivery: let the server deliver all of them before starting any.
-      if (m.info.deliveryCount > 1) this.dispatcher.holdForRedeliveries(REDELIVERY_HOLD_MS);
-      // And start nothing before knowing whether the previous owner left messages unacked.
-      this.dispatcher.beginTakeover();
-      void this.checkTakeover();
+  /** Another instance is pinned now (or nobody): nothing more starts here; what has not started goes back. */
+  private pinLost(): void {
+    this.guard.unpinned();
+    // A keep-alive's 423 may have told first.
+    if (this.pinLossHandled) return;
+    this.pinLossHandled = true;
+    this.dispatcher.giveBackQueued();
+    this.events.onUnpinned();
+  }
+
+  /** A disconnect right after a long block of the event loop is reported as a likely slow-consumer cut. */
+  private async watchConnection(): Promise<void> {
+    const statuses = connectionStatus(this.nc);
+    this.connectionWatch = statuses;
+    try {
+      for await (const s of statuses) {
+        if (this.stopping) break;
+        if (s.type !== "disconnect") continue;
+        const blocked = recentLoopBlockMs();
+        if (blocked >= SLOW_CONSUMER_BLOCK_MS) this.events.onSlowConsumer?.(blocked);
+      }
+    } catch {
+      // the connection closed
     }
-    if (pin) this.lastPinId = pin;
+  }
+
+  private take(m: JsMsg): void {
+    const numbers = deliveryNumbersOf(m);
+    const pin = m.headers?.get("Nats-Pin-Id") || undefined;
+    const next = this.guard.delivered(pin, numbers.consumerSequence, numbers.deliveryCount > 1, performance.now());
+    if (next.prove) {
+      this.pinLossHandled = false;
+      this.keepPin();
+    }
+    if (next.settle) void this.settleHolds();
     this.lastDelivered = m;
+    const size = deliverySize(m);
+    if (size > this.largestDelivery) this.largestDelivery = size;
     if (this.settings.replacedCopy?.(m)) {
       m.ack();
       return;
     }
-    this.dispatcher.push(m);
+    this.dispatcher.push(m, numbers);
+    if (this.dispatcher.size >= this.ackPendingLimit) {
+      // Nothing else can come: the server is waiting for acks.
+      this.guard.ackPendingFull();
+      this.dispatcher.wake();
+    }
     if (!this.gateShut && this.dispatcher.size >= this.settings.localBufferCap) this.gateShut = true;
   }
 
   /**
-   * After a takeover, until the consumer's unacked count is down to what this instance
-   * holds, nothing starts (see `Dispatcher.beginTakeover`). A planned handoff leaves
-   * nothing unacked: one info request and it starts. After a crash the previous owner's
-   * messages come back within an AckWait; the gate keeps one pull going for them even
-   * when the local buffer is full (the server sends due redeliveries before fresh messages).
+   * While the guard holds starts for a takeover or a gap, reads the consumer's state
+   * until its unacked count is down to what this instance holds: everything delivered
+   * elsewhere and not acked is back here, or settled. A planned handoff leaves nothing
+   * unacked: one info request and it starts. A lost delivery comes back within an
+   * AckWait; the gate keeps one pull going for it even when the local buffer is full
+   * (the server sends due redeliveries before fresh messages). A read that fails is
+   * tried again (a leader change answers nothing for a moment), except for a missing
+   * permission.
    */
-  private async checkTakeover(): Promise<void> {
-    const started = performance.now();
-    this.takeoverSince = started;
+  private async settleHolds(): Promise<void> {
+    if (this.settling) return;
+    this.settling = true;
     // A previous owner still alive (a step-down) may run handlers for a while; the cap only guards against a miscount.
-    const deadline = started + Math.max(10 * this.settings.pinnedTtlMs, 30_000);
+    const deadline = performance.now() + Math.max(10 * this.settings.pinnedTtlMs, 30_000);
+    const pause = Math.min(250, this.settings.pinnedTtlMs / 4);
     try {
-      while (!this.stopping && this.dispatcher.holdingForTakeover) {
-        const info = await this.handle?.info(false);
-        if (!info) break;
-        // Unacked, minus what is here: deliveries that arrive while the request is out have
-        // higher sequences than the state it reads, and must not be subtracted from it.
-        const elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
-        if (elsewhere <= 0 || performance.now() > deadline) break;
+      while (!this.stopping && this.guard.needsSettling) {
+        const epoch = this.guard.stateReadStarted();
+        let elsewhere = 1;
+        try {
+          const info = await this.handle?.info(false);
+          if (!info) break;
+          // Unacked, minus what is here: deliveries that arrive while the request is out have
+          // higher sequences than the state it reads, and must not be subtracted from it.
+          elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
+        } catch (err) {
+          if (isPermissionError(err)) break;
+        }
+        if (elsewhere <= 0) {
+          this.guard.settled(epoch);
+          continue;
+        }
+        if (performance.now() > deadline) break;
         this.gate?.resume();
-        await new Promise((resolve) => setTimeout(resolve, Math.min(250, this.settings.pinnedTtlMs / 4)));
+        await new Promise((resolve) => setTimeout(resolve, pause));
       }
-    } catch {
-      // no consumer info (gone, or no permission): nothing better to go by
+      // Nothing better to go by (no state, no permission, or the cap passed).
+      if (!this.stopping && this.guard.needsSettling) this.guard.abandonHolds();
+    } finally {
+      this.settling = false;
+      this.dispatcher.wake();
     }
-    this.takeoverSince = undefined;
-    this.dispatcher.endTakeover();
   }
 
-  /** What the gate lets a pull ask for: room in the local buffer, or one message for a takeover that waits for redeliveries. */
-  private allowance(outstanding: number): number {
-    const room = this.settings.localBufferCap - this.dispatcher.size - outstanding;
-    if (room > 0) return room;
-    const since = this.takeoverSince;
-    return since !== undefined && outstanding === 0 && performance.now() - since >= this.settings.pinnedTtlMs ? 1 : 0;
+  /**
+   * What the gate lets a pull ask for: room in the local buffer, in messages and in
+   * bytes (the largest delivery seen so far stands for every message held or asked
+   * for); or one message while nothing is outstanding, when nothing is held (a message
+   * larger than the byte budget) or when a hold has waited a PinnedTTL for its redeliveries.
+   */
+  private allowance(outstanding: number): PullAllowance {
+    const held = this.dispatcher.size;
+    let room = this.settings.localBufferCap - held - outstanding;
+    const byteRoom = this.settings.maxBufferedBytes - this.largestDelivery * (held + outstanding);
+    if (this.largestDelivery > 0) room = Math.min(room, Math.floor(byteRoom / this.largestDelivery));
+    if (room > 0) return { batch: room, maxBytes: byteRoom };
+    if (outstanding > 0) return { batch: 0 };
+    const refusedSince = this.refused?.since;
+    const waiting = this.guard.needsSettling && refusedSince !== undefined && performance.now() - refusedSince >= this.settings.pinnedTtlMs;
+    return { batch: held === 0 || waiting ? 1 : 0 };
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
@@ -224,20 +356,73 @@ export class PinnedConsumer {
     this.gate?.resume();
   }
 
+  /** Subscribes to the answers of the pin keep-alives (under the connection's inbox prefix). */
+  private openProofInbox(): void {
+    const inbox = createInbox(inboxPrefixOf(this.nc));
+    this.proofInbox = inbox;
+    this.proofSub = this.nc.subscribe(`${inbox}.*`, {
+      callback: (err, msg) => {
+        if (err) {
+          // Not allowed to subscribe there: the pin cannot be proven, so starts are not fenced on it.
+          this.proofInbox = undefined;
+          this.guard.proofUnavailable();
+          this.events.onProofUnavailable?.(err.message);
+          this.dispatcher.wake();
+          return;
+        }
+        this.keepAliveAnswered(msg);
+      },
+    });
+  }
+
+  /** An answer to a keep-alive: 423 says the pin is not ours; any other status that the consumer served it. */
+  private keepAliveAnswered(msg: Msg): void {
+    const token = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+    const sent = this.keepAlivesSent.get(token);
+    if (!sent) return;
+    this.keepAlivesSent.delete(token);
+    const code = msg.headers?.code ?? 0;
+    // 503: no consumer answered (it is gone; the consume ends by itself). 409 "Consumer Deleted" likewise.
+    if (code === 503 || (code === 409 && /deleted/i.test(msg.headers?.description ?? ""))) return;
+    const lost = code === 423;
+    this.guard.keepAliveAnswered(sent.pin, sent.sentAt, lost);
+    if (lost && !this.stopping && sent.pin === this.guard.pinId) {
+      this.pinLossHandled = true;
+      this.dispatcher.giveBackQueued();
+      this.events.onUnpinned();
+      return;
+    }
+    this.dispatcher.wake();
+  }
+
   /**
-   * Three times per PinnedTTL, a pull carrying the pin id resets the server's pin timer:
+   * Three times per PinnedTTL (and at once when a delivery brings a new pin, or while
+   * starts are fenced), a pull carrying the pin id resets the server's pin timer:
    * regular pulls may not go out in time (the gate is shut, the instance drains, or a
    * pull's expiry is as long as the TTL, as with Go's timings at AckWait <= 2 s), and a
    * pin that lapses under a live instance lets a standby take the consumer over. It asks
-   * for one message of at most one byte without waiting, so it can deliver nothing, and
-   * its answer goes to an inbox nobody listens on.
+   * for one message of at most one byte without waiting, so it can deliver nothing; its
+   * answer (404 or 409 while the pin is ours, 423 when it is not) is the pin's proof.
    */
   private keepPin(): void {
-    const id = this.messages ? consumePinId(this.messages) || this.lastPinId : this.lastPinId;
+    const id = this.guard.pinId;
     if (!id || this.nc.isClosed()) return;
+    const now = performance.now();
+    this.lastKeepAliveAt = now;
     const request = { batch: 1, max_bytes: 1, no_wait: true, group: PRIORITY_GROUP, id };
+    let reply = createInbox(inboxPrefixOf(this.nc));
+    if (this.proofInbox) {
+      // Answers never sent (a held link) are forgotten after a PinnedTTL: they could prove nothing by then.
+      for (const [token, sent] of this.keepAlivesSent) {
+        if (now - sent.sentAt < this.settings.pinnedTtlMs) break;
+        this.keepAlivesSent.delete(token);
+      }
+      const token = String(++this.keepAliveCount);
+      this.keepAlivesSent.set(token, { pin: id, sentAt: now });
+      reply = `${this.proofInbox}.${token}`;
+    }
     try {
-      this.nc.publish(`${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`, JSON.stringify(request), { reply: createInbox() });
+      this.nc.publish(`${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`, JSON.stringify(request), { reply });
     } catch {
       // the connection is closing: the pin times out, as it would anyway
     }
@@ -271,6 +456,8 @@ export class PinnedConsumer {
     const finished = await drained;
     if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
     clearInterval(this.keepAlive);
+    this.proofSub?.unsubscribe();
+    this.connectionWatch?.stop?.();
     return finished;
   }
 

@@ -10,7 +10,13 @@
  *   kill -9: its previous run started in a process that was killed before that run
  *   recorded its end (or recorded it so shortly before the kill that the ack, which
  *   follows the end, may not have left), and the repeat started after the kill;
- * - whether two runs of one key ever overlapped in time (a killed run ends at the kill);
+ *   A repeat is also attributable to a SIGSTOP pulse long enough for the server to
+ *   redeliver (half an AckWait or more) when the earlier run was in flight across it:
+ *   a handler running when its instance lost the pin cannot be recalled. A run that
+ *   *started* after its process was resumed is never excused: a resumed instance must
+ *   start nothing before it proved its pin again;
+ * - whether two runs of one key ever overlapped in time (a killed run ends at the kill;
+ *   the same exception for a run in flight across a long pause);
  * - whether every poison message is in the dead-letter stream exactly once, and
  *   nothing else is.
  */
@@ -33,6 +39,15 @@ export interface SoakInput {
   deadLetters: readonly string[];
   /** A run that ended at most this long before its process was killed may not have had its ack sent. */
   ackGraceMs: number;
+  /** SIGSTOP pulses long enough for the server to redeliver what the paused process held. */
+  pauses?: readonly Pause[];
+}
+
+/** A process stopped with SIGSTOP from `from` to `to` (SIGCONT). */
+export interface Pause {
+  pid: number;
+  from: number;
+  to: number;
 }
 
 /** A message that ran again after a previous run. */
@@ -40,8 +55,11 @@ export interface Duplicate {
   id: string;
   earlier: HandlerRun;
   later: HandlerRun;
-  /** `in-flight`: the earlier run never ended; `ack-window`: it ended within ackGraceMs of the kill; undefined: not attributable. */
-  attributable: "in-flight" | "ack-window" | undefined;
+  /**
+   * `in-flight`: the earlier run never ended; `ack-window`: it ended within ackGraceMs of the kill;
+   * `paused`: the earlier run was in flight (or had just ended) across a long pause; undefined: not attributable.
+   */
+  attributable: "in-flight" | "ack-window" | "paused" | undefined;
   /** Why it is not attributable, when it is not. */
   why?: string;
 }
@@ -120,7 +138,7 @@ export function checkSoak(input: SoakInput): SoakReport {
     const sorted = [...runs].sort((a, b) => a.start - b.start);
     let open: { run: HandlerRun; end: number } | undefined;
     for (const r of sorted) {
-      if (open && r.start < open.end - OVERLAP_TOLERANCE_MS) keyOverlaps.push({ key, a: open.run, b: r });
+      if (open && r.start < open.end - OVERLAP_TOLERANCE_MS && !pausedAcross(open.run, r, input)) keyOverlaps.push({ key, a: open.run, b: r });
       const end = r.end ?? input.exits.get(r.pid) ?? Infinity;
       if (!open || end > open.end) open = { run: r, end };
     }
@@ -148,7 +166,15 @@ export function checkSoak(input: SoakInput): SoakReport {
   };
 }
 
+/** Whether `earlier` was in flight (or within the ack grace of its end) when its process was paused, and `later` started after the pause began. */
+function pausedAcross(earlier: HandlerRun, later: HandlerRun, input: SoakInput): boolean {
+  return (input.pauses ?? []).some(
+    (p) => p.pid === earlier.pid && earlier.start < p.from && (earlier.end === undefined || earlier.end >= p.from - input.ackGraceMs) && later.start >= p.from,
+  );
+}
+
 function attribute(earlier: HandlerRun, later: HandlerRun, input: SoakInput): Pick<Duplicate, "attributable" | "why"> {
+  if (pausedAcross(earlier, later, input)) return { attributable: "paused" };
   const killedAt = input.kills.get(earlier.pid);
   if (killedAt === undefined) {
     return { attributable: undefined, why: `the earlier run's process ${earlier.pid} was not killed${earlier.end === undefined ? " (and the run never ended)" : ""}` };

@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import type { Pause } from "./soak-check.js";
 import type { SoakChildSettings } from "./soak-member-child.js";
 import { SoakLogReader } from "./soak-log.js";
 
@@ -45,6 +46,10 @@ export class SoakFleet {
   /** pid → when the process was seen to exit. */
   readonly exits = new Map<number, number>();
   readonly unexpectedExits: UnexpectedExit[] = [];
+  /** SIGSTOP pulses, once each has ended (SIGCONT sent). */
+  readonly pauses: Pause[] = [];
+  /** Processes stopped right now. */
+  private readonly paused = new Set<number>();
   readonly log = new SoakLogReader();
   private readonly instances: SoakInstance[] = [];
   private files = 0;
@@ -125,11 +130,27 @@ export class SoakFleet {
   }
 
   /**
+   * Stops an instance with SIGSTOP for `ms`, then SIGCONT (a starved or suspended
+   * process); resolves after the SIGCONT. A kill meanwhile ends the pulse.
+   */
+  async pause(inst: SoakInstance, ms: number): Promise<void> {
+    if (!inst.alive() || this.paused.has(inst.pid)) return;
+    const from = now();
+    this.paused.add(inst.pid);
+    inst.child.kill("SIGSTOP");
+    await Promise.race([new Promise((r) => setTimeout(r, ms)), inst.exited]);
+    this.paused.delete(inst.pid);
+    if (inst.alive()) inst.child.kill("SIGCONT");
+    this.pauses.push({ pid: inst.pid, from, to: now() });
+  }
+
+  /**
    * Stops every instance cleanly (stdin closed: the child stops its member and exits),
    * kill -9 for any still there after `timeoutMs`. Idempotent.
    */
   async stopAll(timeoutMs = 20_000): Promise<void> {
     this.stopping = true;
+    for (const pid of this.paused) this.running().find((i) => i.pid === pid)?.child.kill("SIGCONT");
     const running = this.running();
     for (const i of running) i.child.stdin?.end();
     let timer: NodeJS.Timeout | undefined;

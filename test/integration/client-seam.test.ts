@@ -39,17 +39,17 @@ describe("client seam - the installed nats.js", () => {
     await env.close();
   });
 
-  test("client seam - the stream sequence and delivery count read from a real ack subject equal nats.js's delivery info, for first deliveries and redeliveries", async () => {
+  test("client seam - the stream sequence, delivery count and consumer sequence read from a real ack subject equal nats.js's delivery info, for first deliveries and redeliveries", async () => {
     const stream = uniqueName("acks");
     await env.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
     await env.jsm.consumers.add(stream, { durable_name: "c", ack_policy: "explicit" });
     for (let i = 0; i < 5; i++) await env.js.publish(`${stream}.x`, String(i));
     const consumer = await env.js.consumers.get(stream, "c");
-    const seen: { numbers: DeliveryNumbers | undefined; info: { streamSequence: number; deliveryCount: number } }[] = [];
+    const seen: { numbers: DeliveryNumbers | undefined; info: DeliveryNumbers }[] = [];
     for (let round = 0; round < 3; round++) {
       const batch = await consumer.fetch({ max_messages: 5, expires: 2000 });
       for await (const m of batch) {
-        seen.push({ numbers: deliveryNumbers((m as unknown as { reply: string }).reply), info: { streamSequence: m.info.streamSequence, deliveryCount: m.info.deliveryCount } });
+        seen.push({ numbers: deliveryNumbers((m as unknown as { reply: string }).reply), info: { streamSequence: m.info.streamSequence, deliveryCount: m.info.deliveryCount, consumerSequence: m.info.deliverySequence } });
         if (round < 2) m.nak();
         else m.ack();
       }
@@ -60,6 +60,11 @@ describe("client seam - the installed nats.js", () => {
       seen.map((s) => s.info.deliveryCount),
       [1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3],
       "redeliveries were read too",
+    );
+    assert.deepEqual(
+      seen.map((s) => s.numbers?.consumerSequence),
+      Array.from({ length: 15 }, (_, i) => i + 1),
+      "every delivery, redeliveries included, takes the next consumer sequence",
     );
   });
 
@@ -87,7 +92,12 @@ describe("client seam - the installed nats.js", () => {
     assert.doesNotThrow(() => checkConsumeShape(messages));
     assert.ok(consumeSubscription(messages), "the consume's subscription");
     let open = 0;
-    const gate = gatePulls(messages, () => open);
+    const asked: (number | undefined)[] = [];
+    const gate = gatePulls(messages, () => ({ batch: open, maxBytes: 1 << 20 }));
+    const seen = messages.status();
+    void (async () => {
+      for await (const s of seen) if (s.type === "next") asked.push((s.options as { max_bytes?: number }).max_bytes);
+    })();
     await waitFor(() => got.length >= 10, 5000, "the first pull's 10 messages");
     assert.ok(consumePinId(messages).length > 0, "the pin id the consume sends");
     const before = got.length;
@@ -98,6 +108,7 @@ describe("client seam - the installed nats.js", () => {
     open = 5;
     gate.resume();
     await waitFor(() => got.length >= before + 5, 5000, "5 more once the gate lets 5 through");
+    assert.ok(asked.length > 0 && asked.every((b) => b === 1 << 20), `every pull past the gate carries the gate's max_bytes (got ${JSON.stringify(asked)})`);
     await messages.close();
   });
 

@@ -3,7 +3,9 @@
  * dead-letter stream; 4 members with 2 instances each (hot standbys), each instance a
  * child process; handler latencies from 0 to 3 × AckWait (90 % under 20 ms); 2 % poison
  * messages; a membership change every second and a kill -9 of a random instance (most
- * often one with a handler in flight) every ~5 s; keyed publishing throughout. After
+ * often one with a handler in flight) every ~5 s; SIGSTOP pulses of 0.3-2.5 × AckWait
+ * every ~3 s (a starved or suspended process: shorter and longer than PinnedTTL); a
+ * phase with a CPU burner per core; keyed publishing throughout. After
  * the load stops and everything drained, the checker (test/helpers/soak-check.ts) says
  * what was lost, reordered, repeated without a kill to blame, run twice at once, or
  * dead-lettered other than exactly once.
@@ -20,7 +22,8 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawn } from "node:child_process";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { addMembers, createElastic, deleteMembers, workQueueStreamName, type ConcurrencyMode } from "../../src/index.js";
 import { prng, sleep } from "../helpers/load-harness.js";
@@ -48,6 +51,12 @@ const CHURN_EVERY_MS = 1000;
 const KILL_EVERY_MS: [number, number] = [4000, 6000];
 /** Share of kills aimed at an instance with a handler in flight (when there is one). */
 const KILL_BUSY_SHARE = 0.75;
+/** A SIGSTOP pulse every this many ms, of 0.3 to 2.5 × AckWait. */
+const PAUSE_EVERY_MS: [number, number] = [2000, 4000];
+const PAUSE_MS: [number, number] = [0.3 * ACK_WAIT_MS, 2.5 * ACK_WAIT_MS];
+/** A CPU burner per core runs from this share of the load time, for BURN_MS. */
+const BURN_AT = 0.4;
+const BURN_MS = 8000;
 const MAX_DELIVER = 3;
 const BACKOFF_MS = [50, 100];
 /** The ack follows the handler's end record within an event-loop turn; this much is allowed on a loaded machine. */
@@ -85,7 +94,9 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
   after(async () => {
     await fleet?.stopAll();
     await env?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    // SOAK_KEEP_LOGS=1 keeps every instance's NDJSON log (starts, ends, status events) for a failed run's timeline.
+    if (dir && process.env["SOAK_KEEP_LOGS"] !== "1") rmSync(dir, { recursive: true, force: true });
+    else if (dir) console.log(`soak - instance logs kept in ${dir}`);
   });
 
   test("soak - nothing lost, first handling in key order, every duplicate from a kill, every poison message dead-lettered once", { timeout: SECONDS * 1000 + 300_000 }, async () => {
@@ -137,11 +148,31 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     let churnSteps = 0;
     const churnErrors: string[] = [];
     const kills: { member: string; pid: number; inFlight: number; at: number }[] = [];
+    const pulses: Promise<void>[] = [];
+    let burned = false;
+    const burn = (): void => {
+      burned = true;
+      for (let i = 0; i < availableParallelism(); i++) {
+        const burner = spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" });
+        setTimeout(() => burner.kill("SIGKILL"), BURN_MS).unref();
+      }
+    };
     const chaos = (async () => {
       let nextKill = now() + KILL_EVERY_MS[0] + chaosRng() * (KILL_EVERY_MS[1] - KILL_EVERY_MS[0]);
+      let nextPause = now() + PAUSE_EVERY_MS[0] + chaosRng() * (PAUSE_EVERY_MS[1] - PAUSE_EVERY_MS[0]);
       while (loadRunning) {
         await sleep(CHURN_EVERY_MS);
         if (!loadRunning) break;
+        if (!burned && now() - loadStart >= BURN_AT * SECONDS * 1000) burn();
+        if (now() >= nextPause) {
+          nextPause = now() + PAUSE_EVERY_MS[0] + chaosRng() * (PAUSE_EVERY_MS[1] - PAUSE_EVERY_MS[0]);
+          f.log.poll();
+          const inFlight = f.log.inFlightByPid();
+          const live = f.live();
+          const busy = live.filter((i) => (inFlight.get(i.pid) ?? 0) > 0);
+          const target = chaosRng() < 0.5 && busy.length > 0 ? pick(busy) : pick(live);
+          if (target) pulses.push(f.pause(target, PAUSE_MS[0] + chaosRng() * (PAUSE_MS[1] - PAUSE_MS[0])));
+        }
         const outside = MEMBERS.filter((m) => !membership.has(m));
         const coin = chaosRng();
         const add = membership.size <= MIN_MEMBERS || (outside.length > 0 && coin < 0.5);
@@ -182,6 +213,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
       loadRunning = false;
       loadMs = now() - loadStart;
       await chaos;
+      await Promise.all(pulses);
     }
 
     // Drain: every non-poison message handled, every poison message dead-lettered, the work queue empty.
@@ -239,7 +271,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
       if (p) deadLetters.push(`${p.key}/${p.seq}`);
     }
 
-    const report = checkSoak({ published, runs: f.log.runs, kills: f.kills, exits: f.exits, deadLetters, ackGraceMs: ACK_GRACE_MS });
+    const report = checkSoak({ published, runs: f.log.runs, kills: f.kills, exits: f.exits, deadLetters, ackGraceMs: ACK_GRACE_MS, pauses: f.pauses });
     printFigures(report, {
       loadMs,
       drainMs,
@@ -247,6 +279,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
       setupMs,
       churnSteps,
       kills,
+      pauses: f.pauses.map((p) => p.to - p.from),
       statusCounts: f.log.statusCounts,
       abortedRuns: f.log.runs.filter((r) => r.aborted).length,
       slowRuns: f.log.runs.filter((r) => r.end !== undefined && r.end - r.start > ACK_WAIT_MS).length,
@@ -266,10 +299,11 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
 
 function printFigures(
   r: SoakReport,
-  x: { loadMs: number; drainMs: number; totalMs: number; setupMs: number; churnSteps: number; kills: { inFlight: number }[]; statusCounts: ReadonlyMap<string, number>; abortedRuns: number; slowRuns: number },
+  x: { loadMs: number; drainMs: number; totalMs: number; setupMs: number; churnSteps: number; kills: { inFlight: number }[]; pauses: number[]; statusCounts: ReadonlyMap<string, number>; abortedRuns: number; slowRuns: number },
 ): void {
   const inFlight = r.duplicates.filter((d) => d.attributable === "in-flight").length;
   const ackWindow = r.duplicates.filter((d) => d.attributable === "ack-window").length;
+  const paused = r.duplicates.filter((d) => d.attributable === "paused").length;
   const s = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
   const status = [...x.statusCounts].sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${k} ${v}`).join(", ");
   console.log(
@@ -277,10 +311,10 @@ function printFigures(
       `soak figures - seed ${SEED}, mode ${MODE}, AckWait ${ACK_WAIT_MS} ms, ${SECONDS} s of load`,
       `  published ${r.published} (${r.poison} poison) to ${KEYS} keys`,
       `  handler runs ${r.runs} (ok ${r.okRuns}, over AckWait ${x.slowRuns}, signal aborted ${x.abortedRuns}); distinct good messages handled ${r.handled}; lost ${r.lost.length}`,
-      `  duplicates ${r.duplicates.length}: attributable ${inFlight + ackWindow} (in flight at the kill ${inFlight}, ended within ${ACK_GRACE_MS} ms of it ${ackWindow}), not attributable ${r.notAttributable.length}`,
+      `  duplicates ${r.duplicates.length}: attributable ${inFlight + ackWindow + paused} (in flight at the kill ${inFlight}, ended within ${ACK_GRACE_MS} ms of it ${ackWindow}, in flight across a pause ${paused}), not attributable ${r.notAttributable.length}`,
       `  out of order ${r.outOfOrder.length} keys; runs of one key at once ${r.keyOverlaps.length}`,
       `  dead letters ${r.deadLetters} (missing ${r.dlqMissing.length}, repeated ${r.dlqRepeated.length}, not poison ${r.dlqNotPoison.length})`,
-      `  kills ${x.kills.length} (${x.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), churn steps ${x.churnSteps}`,
+      `  kills ${x.kills.length} (${x.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), SIGSTOP pulses ${x.pauses.length} (${x.pauses.filter((ms) => ms >= ACK_WAIT_MS).length} of AckWait or longer), churn steps ${x.churnSteps}`,
       `  time: setup ${s(x.setupMs)}, load ${s(x.loadMs)}, drain ${s(x.drainMs)}, total ${s(x.totalMs)}`,
       `  status events: ${status}`,
     ].join("\n"),
@@ -339,6 +373,16 @@ describe("soak - checker", () => {
     const afterDeath = checkSoak({ ...input, exits: new Map([[2, 140]]), kills: new Map([[2, 140]]), runs: [...clean.slice(0, 3), run(2, 1, "b", 1, 100), run(3, 1, "b", 1, 150, 160)] });
     assert.deepEqual(afterDeath.keyOverlaps, []);
     assert.deepEqual(afterDeath.notAttributable, []);
+  });
+
+  test("soak - checker: a repeat of a run in flight across a long pause is attributable; a run started after the pause never is", () => {
+    const pauses = [{ pid: 1, from: 1000, to: 2500 }];
+    const across = checkSoak({ ...input, pauses, runs: [...clean, run(1, 9, "b", 1, 900, 2600), run(3, 1, "b", 1, 2100, 2110)].filter((x) => x.pid !== 2) });
+    assert.deepEqual(across.duplicates.map((d) => d.attributable), ["paused"]);
+    assert.deepEqual(across.keyOverlaps, [], "the overlap with the paused run is the documented exception");
+    const startedAfter = checkSoak({ ...input, pauses, runs: [...clean, run(1, 9, "b", 1, 2600, 2700), run(3, 1, "b", 1, 2650, 2660)].filter((x) => x.pid !== 2) });
+    assert.deepEqual(startedAfter.notAttributable.map((d) => d.id), ["b/1"], "a resumed instance must not start what the new holder runs");
+    assert.deepEqual(startedAfter.keyOverlaps.map((o) => o.key), ["b"]);
   });
 
   test("soak - checker: the dead-letter stream must hold each poison message exactly once and nothing else", () => {

@@ -175,8 +175,8 @@ describe("dispatcher - scheduling (no server)", () => {
       },
       policy({ mode: "serial", maxInFlight: 1 }),
       events,
+      { beforeAck: () => batch.hold() },
     );
-    d.beforeAck = () => batch.hold();
     for (const m of msgs) d.push(m.js);
     await waitFor(() => log.handled.length === 4, 2000, "4 handled");
     await new Promise((resolve) => setImmediate(resolve));
@@ -409,26 +409,6 @@ describe("dispatcher - scheduling (no server)", () => {
     await gate.release(2);
     await waitFor(() => log.handled.length === 2, 1000, "2 handled");
     assert.equal(waited.calls.at(-1), "ack");
-  });
-
-  test("dispatcher - after taking the pin over, nothing starts until the redeliveries are in (first fresh delivery, or the cap)", async () => {
-    const { events, log } = recorder();
-    const d = new Dispatcher(() => undefined, policy({ mode: "key" }), events);
-    d.holdForRedeliveries(5_000);
-    // The server moved k/10 behind k/12 in its redelivery queue; a fresh message comes last.
-    d.push(delivery(12, "k", 0, 2).js);
-    d.push(delivery(10, "k", 0, 2).js);
-    await sleep(20);
-    assert.deepEqual(log.handled, [], "held while only redeliveries arrive");
-    d.push(delivery(20, "k").js);
-    await waitFor(() => log.handled.length === 3, 1000, "3 handled");
-    assert.deepEqual(log.handled, [10, 12, 20], "in stream order once released");
-
-    const capped = recorder();
-    const e = new Dispatcher(() => undefined, policy({ mode: "key" }), capped.events);
-    e.holdForRedeliveries(50);
-    e.push(delivery(3, "k", 0, 2).js);
-    await waitFor(() => capped.log.handled.length === 1, 2000, "released by the cap when no fresh message comes");
   });
 
   test("dispatcher - serial without retries is Go's: a failure is nak'ed and the instance moves on", async () => {
@@ -817,22 +797,21 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(third.calls, ["nak(1000)"]);
   });
 
-  test("dispatcher - takeover: nothing starts until the previous owner's unacked messages are back, then each key in order", () => {
+  test("dispatcher - held (mayStart false) while the previous owner's messages come back: nothing starts; wake() starts each key in order", () => {
     const { events, log } = recorder();
-    const d = new Dispatcher(() => undefined, policy({ mode: "key" }), events);
-    d.beginTakeover();
+    let may = false;
+    const d = new Dispatcher(() => undefined, { ...policy({ mode: "key" }), mayStart: () => may }, events);
     d.push(delivery(10, "a").js); // fresh, delivered to us while the previous owner's are still out
     d.push(delivery(11, "b").js);
     d.push(delivery(9, "a", 0, 2).js); // the dead owner's messages come back after their AckWait, in any order
     assert.equal(d.heldUpTo(9), 1, "what arrived after the consumer's state was read is not subtracted from it");
     assert.equal(d.heldUpTo(11), 3);
     d.push(delivery(8, "a", 0, 2).js);
-    assert.deepEqual(log.handled, [], "nothing starts during the takeover, redeliveries included");
-    assert.equal(d.holdingForTakeover, true);
-    d.endTakeover();
-    assert.deepEqual([...log.handled].sort((x, y) => x - y), [8, 9, 10, 11], "then everything");
+    assert.deepEqual(log.handled, [], "nothing starts while held, redeliveries included");
+    may = true;
+    d.wake();
+    assert.deepEqual([...log.handled].sort((x, y) => x - y), [8, 9, 10, 11], "then everything, at once");
     assert.deepEqual(log.handled.filter((seq) => seq !== 11), [8, 9, 10], "key a in stream order");
-    assert.equal(d.holdingForTakeover, false);
   });
 
   test("dispatcher - drain gives back a retry that is due but waits for a handler slot (it never hangs the drain)", { timeout: 10_000 }, async () => {

@@ -201,6 +201,7 @@ function harness(partitions: number[], overrides: Partial<MemberSettings> = {}, 
     handoff: true,
     pullBatch: 100,
     localBufferCap: 256,
+    maxBufferedBytes: 16 * 1024 * 1024,
     dispatch: { mode: "serial", maxInFlight: 1, keyOf: () => "", workingIntervalMs: 1000 },
     lifecycle: {
       onAssigned: async (p) => {
