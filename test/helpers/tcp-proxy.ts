@@ -1,6 +1,7 @@
 /**
  * A loopback TCP proxy in front of a server, so a test can cut a client's
- * connection abruptly (as a network failure would) and let it reconnect.
+ * connection abruptly (as a network failure would) and let it reconnect, slow it
+ * down, or hold it half-open (bytes neither delivered nor dropped, then released).
  */
 import { createConnection, createServer, type Server, type Socket } from "node:net";
 
@@ -13,6 +14,15 @@ export interface TcpProxy {
   dropAll(): void;
   /** Drops every connection and refuses new ones for `ms` (an outage longer than a reconnect). */
   outage(ms: number): Promise<void>;
+  /**
+   * Holds every proxied connection for `ms`, in both directions: nothing is delivered and
+   * nothing is closed (a half-open link: both ends still see an open connection). Then
+   * everything that came meanwhile is released, in order, and the link works again.
+   * Connections opened during the hold are held too. Resolves once released.
+   */
+  hold(ms: number): Promise<void>;
+  /** True while a {@link TcpProxy.hold} is in force. */
+  readonly holding: boolean;
   close(): Promise<void>;
 }
 
@@ -26,6 +36,9 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
   const sockets = new Set<Socket>();
   let delay = delayMs;
   let refusing = false;
+  let holding = false;
+  /** Called when a hold ends: each proxied direction resumes, with what it kept. */
+  const onRelease = new Set<() => void>();
   const server: Server = createServer((client) => {
     if (refusing) {
       client.destroy();
@@ -40,11 +53,13 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
     if (delayMs > 0 || adjustable) {
       // Each chunk leaves `delay` after it came, through one queue per direction: never before the
       // chunk ahead of it, whatever the delay was then (timers of different lengths may fire out of order).
+      // While the proxy holds, the queue keeps filling and nothing leaves it.
       const forward = (from: Socket, to: Socket): void => {
         const queue: { chunk: Buffer; due: number }[] = [];
         let timer: NodeJS.Timeout | undefined;
         const pump = (): void => {
           timer = undefined;
+          if (holding) return;
           while (queue.length > 0 && (queue[0]?.due ?? 0) <= Date.now()) {
             const next = queue.shift();
             if (next && !to.destroyed) to.write(next.chunk);
@@ -52,16 +67,35 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
           const head = queue[0];
           if (head) timer = setTimeout(pump, Math.max(0, head.due - Date.now()));
         };
+        const release = (): void => {
+          clearTimeout(timer);
+          pump();
+        };
+        onRelease.add(release);
+        from.on("close", () => onRelease.delete(release));
         from.on("data", (chunk: Buffer) => {
           queue.push({ chunk, due: Date.now() + delay });
-          timer ??= setTimeout(pump, delay);
+          if (!holding) timer ??= setTimeout(pump, delay);
         });
       };
       forward(client, upstream);
       forward(upstream, client);
     } else {
-      client.pipe(upstream);
-      upstream.pipe(client);
+      // A hold unpipes and pauses both sides: the bytes wait in the sockets (and the
+      // kernel's buffers), in order, and flow again once piped back.
+      const connect = (): void => {
+        client.pipe(upstream);
+        upstream.pipe(client);
+      };
+      const release = (): void => {
+        if (!client.destroyed && !upstream.destroyed) connect();
+      };
+      onRelease.add(release);
+      client.on("close", () => onRelease.delete(release));
+      if (holding) {
+        client.pause();
+        upstream.pause();
+      } else connect();
     }
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
@@ -84,7 +118,24 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
       await new Promise((r) => setTimeout(r, ms));
       refusing = false;
     },
+    get holding() {
+      return holding;
+    },
+    async hold(ms) {
+      if (holding) throw new Error("the proxy already holds its connections");
+      holding = true;
+      if (delayMs === 0 && !adjustable) {
+        for (const s of sockets) {
+          s.unpipe();
+          s.pause();
+        }
+      }
+      await new Promise((r) => setTimeout(r, ms));
+      holding = false;
+      for (const release of [...onRelease]) release();
+    },
     async close() {
+      holding = false;
       for (const s of sockets) s.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
