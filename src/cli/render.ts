@@ -191,7 +191,7 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
     case "starts_held":
       return { event: "starts_held", ...base, reason: status.reason, duration_ms: status.durationMs };
     case "slow_consumer":
-      return { event: "slow_consumer", ...base, blocked_ms: status.blockedMs };
+      return { event: "slow_consumer", ...base, blocked_ms: status.blockedMs, busy_share: status.busyShare };
     case "events_dropped":
       return { event: "events_dropped", ...base, count: status.count };
     case "membership_written":
@@ -270,7 +270,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
     case "starts_held":
       return `${head} ${s.yellow("starts held")} ${formatDuration(Number(doc["duration_ms"]))} (${holdWords(String(doc["reason"]))}), consuming again`;
     case "slow_consumer":
-      return `${head} ${s.red("slow consumer")}: the connection was lost right after the event loop was blocked for ${formatDuration(Number(doc["blocked_ms"]))}; the server most likely cut it for reading too slowly. Lost deliveries come back after AckWait and starts wait for them. Keep handlers from blocking the event loop, or lower maxBufferedBytes`;
+      return `${head} ${s.red("slow consumer")}: the connection was lost right after the event loop was ${Number(doc["blocked_ms"]) >= 250 ? `blocked for ${formatDuration(Number(doc["blocked_ms"]))}` : `busy ${Math.round(Number(doc["busy_share"]) * 100)} % of the time`}; the server most likely cut it for reading too slowly. Lost deliveries come back after AckWait and starts wait for them. Keep handlers from blocking the event loop, or lower maxBufferedBytes`;
     case "events_dropped":
       return `${head} ${s.yellow(`${String(doc["count"])} status events dropped`)} (not read in time)`;
     case "membership_written":

@@ -165,6 +165,35 @@ export function gatePulls(messages: ConsumerMessages, allowance: (outstanding: n
   };
 }
 
+/**
+ * Starts a consume whose first pull asks for at most `maxBytes`. nats.js sends that
+ * pull from inside `consume()`, before a gate can be put in front of its pulls (see
+ * {@link gatePulls}); without a byte limit, a batch of large messages would queue more
+ * for this client on the server than its slow-consumer limit allows. The connection's
+ * `publish` is shadowed on the instance while `consume()` runs (synchronously, in
+ * nats.js 3.x), and only a pull request on `pullSubject` is changed.
+ */
+export async function consumeWithBoundedFirstPull(nc: NatsConnection, pullSubject: string, maxBytes: number, start: () => Promise<ConsumerMessages>): Promise<ConsumerMessages> {
+  const own = Object.prototype.hasOwnProperty.call(nc, "publish");
+  const publish = nc.publish.bind(nc);
+  const original = own ? (nc as { publish: NatsConnection["publish"] }).publish : undefined;
+  nc.publish = (subject, payload, options) => {
+    if (subject === pullSubject && typeof payload === "string") {
+      const request = JSON.parse(payload) as PullRequest;
+      payload = JSON.stringify({ ...request, max_bytes: maxBytes });
+    }
+    publish(subject, payload, options);
+  };
+  let started: Promise<ConsumerMessages>;
+  try {
+    started = start();
+  } finally {
+    if (original) nc.publish = original;
+    else delete (nc as { publish?: unknown }).publish;
+  }
+  return started;
+}
+
 /** The size of a delivery as nats.js counts it (subject, headers and payload), or its payload's when nats.js does not say. */
 export function deliverySize(m: JsMsg): number {
   const size = (m as unknown as { msg?: { size?: () => number } }).msg?.size?.();

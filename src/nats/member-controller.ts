@@ -501,7 +501,7 @@ export class MemberController<C> implements ConsumerGroupMember {
       },
       onEnded: (reason) => void this.serial(() => this.onConsumerLost(holder.session, reason)),
       onStartsHeld: (reason, durationMs) => this.publish({ type: "starts_held", reason, durationMs }),
-      onSlowConsumer: (blockedMs) => this.publish({ type: "slow_consumer", blockedMs }),
+      onSlowConsumer: ({ blockedMs, busyShare }) => this.publish({ type: "slow_consumer", blockedMs, busyShare }),
       onProofUnavailable: (reason) =>
         this.reportError(
           new ConsumerGroupError("PERMISSION_DENIED", `the answers to the pin keep-alive cannot be received (${reason}); starts are not fenced on the pin, so an instance cut off from the server may start messages after its standby took over: allow subscribing to the connection's inbox prefix`),

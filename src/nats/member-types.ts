@@ -218,18 +218,20 @@ export type MemberStatus =
       durationMs: number;
     }
   /**
-   * The connection was lost right after the event loop was blocked for `blockedMs`:
-   * most likely the server cut it as a slow consumer (it read too slowly while the
-   * server had more queued for it than its `max_pending`). Deliveries lost with it
-   * come back after AckWait; starts are held until then (see `starts_held`). Handlers
-   * that block the event loop (synchronous work) cause it; so does a `maxBufferedBytes`
-   * above the server's limit.
+   * The connection was lost right after the event loop was blocked (`blockedMs`) or had
+   * almost no idle time (`busyShare`): most likely the server cut it as a slow consumer
+   * (it read too slowly while the server had more queued for it than its
+   * `max_pending`). Deliveries lost with it come back after AckWait; starts are held
+   * until then (see `starts_held`). Handlers that keep the event loop busy (synchronous
+   * work) cause it; so does a `maxBufferedBytes` above the server's limit.
    */
   | {
       /** The kind of event. */
       type: "slow_consumer";
-      /** The longest block of the event loop right before the disconnect, in ms. */
+      /** The longest block of the event loop in the seconds before the disconnect, in ms. */
       blockedMs: number;
+      /** The share of the ~2 s before the disconnect the event loop was busy (0 to 1). */
+      busyShare: number;
     }
   /** Events were dropped because nobody read this status iterator: `count` since the last event read. */
   | {

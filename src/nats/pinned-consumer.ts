@@ -26,6 +26,7 @@ import {
   connectionStatus,
   connectionWrites,
   consumeSubscription,
+  consumeWithBoundedFirstPull,
   deliverySize,
   gatePulls,
   inboxPrefixOf,
@@ -33,7 +34,7 @@ import {
   type PullAllowance,
   type PullGate,
 } from "./client-seam.js";
-import { recentLoopBlockMs, watchLoopLag } from "./loop-lag.js";
+import { loopPressure, watchLoopLag, type LoopPressure } from "./loop-lag.js";
 import { isPermissionError } from "./server-errors.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
 import { writeBatchOf } from "./write-batch.js";
@@ -42,8 +43,9 @@ import { writeBatchOf } from "./write-batch.js";
 const REDELIVERY_HOLD_MS = 500;
 /** A fenced instance asks for the pin's proof at most this often. */
 const PROOF_RETRY_MS = 250;
-/** A block of the event loop this long right before a disconnect is reported as a likely slow-consumer cut. */
+/** A block of the event loop this long, or a loop this busy, right before a disconnect is reported as a likely slow-consumer cut. */
 const SLOW_CONSUMER_BLOCK_MS = 250;
+const SLOW_CONSUMER_BUSY_SHARE = 0.9;
 /** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
 const REPORTED_HOLD_MS = 100;
 
@@ -57,8 +59,8 @@ export interface PinnedConsumerEvents extends DispatchEvents {
   onEnded(reason: string): void;
   /** Starts were held (or fenced: no proof of the pin) for `durationMs` and may go on now. */
   onStartsHeld?(reason: HoldReason | "fenced", durationMs: number): void;
-  /** The connection was lost right after the event loop was blocked for `blockedMs`: most likely the server cut it as a slow consumer. */
-  onSlowConsumer?(blockedMs: number): void;
+  /** The connection was lost right after the event loop was blocked or saturated: most likely the server cut it as a slow consumer. */
+  onSlowConsumer?(pressure: LoopPressure): void;
   /** The pin's proof cannot be had (the keep-alive's answers are not allowed): starts are not fenced on it. */
   onProofUnavailable?(reason: string): void;
 }
@@ -132,7 +134,7 @@ export class PinnedConsumer {
     this.nc = connectionOf(js);
     this.guard = new StartGuard({ pinnedTtlMs: settings.pinnedTtlMs, redeliveryHoldMs: REDELIVERY_HOLD_MS });
     const acks = writeBatchOf(connectionWrites(this.nc));
-    const leaseAllows = policy.mayStart;
+    const leaseAllows = policy.mayStart?.bind(policy);
     this.dispatcher = new Dispatcher(handler, { ...policy, mayStart: () => (leaseAllows?.() ?? true) && this.mayStart() }, events, {
       onRoom: () => this.onRoom(),
       beforeAck: () => acks.hold(),
@@ -176,13 +178,16 @@ export class PinnedConsumer {
     this.openProofInbox();
     let messages: ConsumerMessages | undefined;
     try {
-      messages = await consumer.consume({
-        group: PRIORITY_GROUP,
-        expires: this.settings.expiresMs,
-        max_messages: Math.min(this.settings.maxMessages, this.settings.localBufferCap),
-        abort_on_missing_resource: true,
-        callback: (m) => this.take(m),
-      });
+      const pullSubject = `${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`;
+      messages = await consumeWithBoundedFirstPull(this.nc, pullSubject, this.settings.maxBufferedBytes, () =>
+        consumer.consume({
+          group: PRIORITY_GROUP,
+          expires: this.settings.expiresMs,
+          max_messages: Math.min(this.settings.maxMessages, this.settings.localBufferCap),
+          abort_on_missing_resource: true,
+          callback: (m) => this.take(m),
+        }),
+      );
       checkConsumeShape(messages);
     } catch (err) {
       messages?.stop();
@@ -243,7 +248,7 @@ export class PinnedConsumer {
     this.events.onUnpinned();
   }
 
-  /** A disconnect right after a long block of the event loop is reported as a likely slow-consumer cut. */
+  /** A disconnect right after a long block of the event loop, or seconds without idle time, is reported as a likely slow-consumer cut. */
   private async watchConnection(): Promise<void> {
     const statuses = connectionStatus(this.nc);
     this.connectionWatch = statuses;
@@ -251,8 +256,8 @@ export class PinnedConsumer {
       for await (const s of statuses) {
         if (this.stopping) break;
         if (s.type !== "disconnect") continue;
-        const blocked = recentLoopBlockMs();
-        if (blocked >= SLOW_CONSUMER_BLOCK_MS) this.events.onSlowConsumer?.(blocked);
+        const pressure = loopPressure();
+        if (pressure.blockedMs >= SLOW_CONSUMER_BLOCK_MS || pressure.busyShare >= SLOW_CONSUMER_BUSY_SHARE) this.events.onSlowConsumer?.(pressure);
       }
     } catch {
       // the connection closed

@@ -72,6 +72,8 @@ export interface FaultReport {
   keysOutOfOrder: number;
   /** Pairs of runs of one key whose [start, end] overlap. */
   overlaps: string[];
+  /** Overlaps whose earlier run was in flight when its process stalled (see {@link CheckOptions.stalls}): the documented exception. */
+  excusedOverlaps: string[];
   /** Starts under a pin id older than one another instance had already started under. */
   staleStarts: string[];
   /** Runs without a pin id (the stale-pin check cannot judge them). */
@@ -88,6 +90,12 @@ export interface CheckOptions {
    * only to about a millisecond. 0 (the default) within one process.
    */
   toleranceMs?: number;
+  /**
+   * Times an instance's process stalled (an event-loop block, a SIGSTOP): a run that had
+   * started there by `from` and was still going then cannot be recalled when the pin
+   * moves, so an overlap with it is excused. A run that started after `from` never is.
+   */
+  stalls?: { who: string; from: number }[];
 }
 
 const id = (r: { key: string; seq: number }): string => `${r.key}/${r.seq}`;
@@ -184,6 +192,8 @@ export class FaultLog {
 
     // Overlaps of runs of one key (sorted by start: only later runs that start before one ends).
     const overlaps: string[] = [];
+    const excusedOverlaps: string[] = [];
+    const stalledRun = (r: FaultRun): boolean => (options.stalls ?? []).some((st) => st.who === r.who && r.start <= st.from + tol && (r.end ?? Number.POSITIVE_INFINITY) >= st.from);
     const byKey = new Map<string, FaultRun[]>();
     for (const r of byStart) {
       const list = byKey.get(r.key) ?? [];
@@ -198,7 +208,8 @@ export class FaultLog {
         for (let j = i + 1; j < list.length; j++) {
           const b = list[j];
           if (!b || b.start >= aEnd - tol) break;
-          overlaps.push(`${a.who}:${id(a)}#${a.deliveryCount} [${fmt(a.start, t0)}, ${fmt(a.end, t0)}] overlaps ${b.who}:${id(b)}#${b.deliveryCount} [${fmt(b.start, t0)}, ${fmt(b.end, t0)}]`);
+          const line = `${a.who}:${id(a)}#${a.deliveryCount} [${fmt(a.start, t0)}, ${fmt(a.end, t0)}] overlaps ${b.who}:${id(b)}#${b.deliveryCount} [${fmt(b.start, t0)}, ${fmt(b.end, t0)}]`;
+          (stalledRun(a) ? excusedOverlaps : overlaps).push(line);
         }
       }
     }
@@ -242,6 +253,7 @@ export class FaultLog {
       outOfOrder,
       keysOutOfOrder: keysOut.size,
       overlaps,
+      excusedOverlaps,
       staleStarts,
       withoutPinId: byStart.filter((r) => r.pinId === undefined).length,
       isolated,
@@ -257,7 +269,7 @@ export function summary(name: string, r: FaultReport): string {
   const iso = r.isolated.map((i) => `${i.who} started ${i.startsAfter.length} after the takeover`).join("; ");
   return (
     `${name}: ${r.published} published, ${r.starts} starts (${by}), ${r.duplicates} duplicates, ${r.lost.length} lost, ` +
-    `${r.outOfOrder.length} out of per-key order (${r.keysOutOfOrder} keys), ${r.overlaps.length} overlaps, ${r.staleStarts.length} starts under a superseded pin` +
+    `${r.outOfOrder.length} out of per-key order (${r.keysOutOfOrder} keys), ${r.overlaps.length} overlaps (${r.excusedOverlaps.length} more with a run in flight across a stall), ${r.staleStarts.length} starts under a superseded pin` +
     (iso ? `; ${iso}` : "")
   );
 }
