@@ -15,7 +15,7 @@ import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
 import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
 import type { MemberSettings } from "./member-types.js";
-import { PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
+import { currentPin, PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
 
 export type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
@@ -55,10 +55,6 @@ const CONFIG_CHECK_MS = 10_000;
 
 type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
-/** The pin id currently held on a consumer, from its info. */
-function currentPin(info: unknown): string | undefined {
-  return (info as ConsumerInfoWithPin).priority_groups?.find((g) => g.group === PRIORITY_GROUP)?.pinned_client_id || undefined;
-}
 
 /** A consume session backed by a {@link PinnedConsumer}. */
 class PinnedSession implements ConsumeSession {

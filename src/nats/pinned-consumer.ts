@@ -49,6 +49,15 @@ const SLOW_CONSUMER_BUSY_SHARE = 0.9;
 /** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
 const REPORTED_HOLD_MS = 100;
 
+/** The pin id a consumer's state names for this library's priority group, if any. */
+export function currentPin(info: unknown): string | undefined {
+  const groups = (info as { priority_groups?: { group: string; pinned_client_id?: string }[] }).priority_groups;
+  return groups?.find((g) => g.group === PRIORITY_GROUP)?.pinned_client_id || undefined;
+}
+
+/** A keep-alive unanswered for this long is taken to wait in the server's queue (the consumer is at its max_ack_pending). */
+const KEEP_ALIVE_ANSWER_MS = 100;
+
 /** What the runner tells its owner. */
 export interface PinnedConsumerEvents extends DispatchEvents {
   /** This instance became the pinned one. */
@@ -111,6 +120,8 @@ export class PinnedConsumer {
   private keepAliveCount = 0;
   private lastKeepAliveAt = Number.NEGATIVE_INFINITY;
   private proofInbox: string | undefined;
+  /** True while a consumer state read asked for as a proof of the pin is out. */
+  private stateProofOut = false;
   private proofSub: Subscription | undefined;
   /** True while one loop reads the consumer's state for the guard's holds. */
   private settling = false;
@@ -308,10 +319,13 @@ export class PinnedConsumer {
     try {
       while (!this.stopping && this.guard.needsSettling) {
         const epoch = this.guard.stateReadStarted();
+        const pin = this.guard.pinId;
+        const sentAt = performance.now();
         let elsewhere = 1;
         try {
           const info = await this.handle?.info(false);
           if (!info) break;
+          this.stateAnswered(info, pin, sentAt);
           // Unacked, minus what is here: deliveries that arrive while the request is out have
           // higher sequences than the state it reads, and must not be subtracted from it.
           elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
@@ -380,6 +394,52 @@ export class PinnedConsumer {
     });
   }
 
+  /**
+   * A consumer state read sent at `sentAt`, right after a keep-alive, proves the pin
+   * when it names this instance's pin, and says it is lost when it names another.
+   */
+  private stateAnswered(info: unknown, pin: string | undefined, sentAt: number): void {
+    if (!pin || this.stopping) return;
+    const current = currentPin(info);
+    if (current === undefined) return;
+    this.answered(pin, sentAt, current !== pin);
+  }
+
+  /** The server said whether pin `pin` is alive, in answer to a request sent at `sentAt`. */
+  private answered(pin: string, sentAt: number, lost: boolean): void {
+    this.guard.pinAnswered(pin, sentAt, lost);
+    if (lost && !this.stopping && pin === this.guard.pinId && !this.pinLossHandled) {
+      this.pinLossHandled = true;
+      this.dispatcher.giveBackQueued();
+      this.events.onUnpinned();
+      return;
+    }
+    this.dispatcher.wake();
+  }
+
+  /**
+   * While the consumer is at its `max_ack_pending` the server queues a keep-alive
+   * behind the pulls already waiting and answers it only when they expire; the pin's
+   * proof then comes from a consumer state read (one at a time), sent right after the
+   * keep-alive that keeps the pin.
+   */
+  private proveByState(): void {
+    const pin = this.guard.pinId;
+    if (this.stateProofOut || !pin || !this.handle || this.stopping) return;
+    this.stateProofOut = true;
+    const sentAt = performance.now();
+    this.handle.info(false).then(
+      (info) => {
+        this.stateProofOut = false;
+        this.stateAnswered(info, pin, sentAt);
+      },
+      () => {
+        // no answer (a leader change, no permission): the keep-alives' answers may still prove it
+        this.stateProofOut = false;
+      },
+    );
+  }
+
   /** An answer to a keep-alive: 423 says the pin is not ours; any other status that the consumer served it. */
   private keepAliveAnswered(msg: Msg): void {
     const token = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
@@ -389,15 +449,7 @@ export class PinnedConsumer {
     const code = msg.headers?.code ?? 0;
     // 503: no consumer answered (it is gone; the consume ends by itself). 409 "Consumer Deleted" likewise.
     if (code === 503 || (code === 409 && /deleted/i.test(msg.headers?.description ?? ""))) return;
-    const lost = code === 423;
-    this.guard.keepAliveAnswered(sent.pin, sent.sentAt, lost);
-    if (lost && !this.stopping && sent.pin === this.guard.pinId) {
-      this.pinLossHandled = true;
-      this.dispatcher.giveBackQueued();
-      this.events.onUnpinned();
-      return;
-    }
-    this.dispatcher.wake();
+    this.answered(sent.pin, sent.sentAt, code === 423);
   }
 
   /**
@@ -408,11 +460,15 @@ export class PinnedConsumer {
    * pin that lapses under a live instance lets a standby take the consumer over. It asks
    * for one message of at most one byte without waiting, so it can deliver nothing; its
    * answer (404 or 409 while the pin is ours, 423 when it is not) is the pin's proof.
+   * When the last one is still unanswered, a consumer state read follows this one
+   * (see {@link PinnedConsumer.proveByState}).
    */
   private keepPin(): void {
     const id = this.guard.pinId;
     if (!id || this.nc.isClosed()) return;
     const now = performance.now();
+    let waiting = false;
+    for (const sent of this.keepAlivesSent.values()) if (sent.pin === id && now - sent.sentAt >= KEEP_ALIVE_ANSWER_MS) waiting = true;
     this.lastKeepAliveAt = now;
     const request = { batch: 1, max_bytes: 1, no_wait: true, group: PRIORITY_GROUP, id };
     let reply = createInbox(inboxPrefixOf(this.nc));
@@ -430,7 +486,9 @@ export class PinnedConsumer {
       this.nc.publish(`${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`, JSON.stringify(request), { reply });
     } catch {
       // the connection is closing: the pin times out, as it would anyway
+      return;
     }
+    if (waiting || this.guard.pinProof.kind === "none") this.proveByState();
   }
 
   /** Starts no more handlers (running ones go on): a {@link PinnedConsumer.stop} follows. */

@@ -14,9 +14,10 @@
  *   (see {@link StartGuard.settled}).
  * - **The pin's proof.** A pin moves when its holder is silent, whether it is dead,
  *   starved, blocked or cut off. An instance starts a message only while it holds an
- *   answer from the server, to a pin keep-alive sent less than PinnedTTL minus a
- *   margin ago, that its pin is current. The server keeps a pin for PinnedTTL after
- *   the last pull carrying it, so the proof runs out before the pin can.
+ *   answer from the server, to a request sent less than PinnedTTL minus a margin ago
+ *   (a pin keep-alive, or a consumer state read sent right after one), that its pin is
+ *   current. The server keeps a pin for PinnedTTL after the last pull carrying it, so
+ *   the proof runs out before the pin can.
  */
 
 /** Why starts are held. */
@@ -158,8 +159,12 @@ export class StartGuard {
     for (let i = this.holds.length - 1; i >= 0; i--) if (this.holds[i]?.reason !== "redeliveries") this.holds.splice(i, 1);
   }
 
-  /** A keep-alive sent at `sentAt` for pin `pin` was answered: 423 (`lost`) or another status (the pin is alive). */
-  keepAliveAnswered(pin: string, sentAt: number, lost: boolean): void {
+  /**
+   * The server answered, about pin `pin`, a request sent at `sentAt`: a keep-alive's
+   * 423 or a consumer state naming another pin (`lost`), or a keep-alive's other
+   * statuses or a consumer state naming this pin (the pin is alive).
+   */
+  pinAnswered(pin: string, sentAt: number, lost: boolean): void {
     if (this.proof.kind === "unavailable" || pin !== this.pin) return;
     if (lost) {
       this.proof = { kind: "lost" };

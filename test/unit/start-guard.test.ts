@@ -16,7 +16,7 @@ function guard(): StartGuard {
 function consuming(): StartGuard {
   const g = guard();
   g.delivered("p", 1, false, 0);
-  g.keepAliveAnswered("p", 0, false);
+  g.pinAnswered("p", 0, false);
   g.settled(g.stateReadStarted());
   assert.equal(g.mayStart(1), true);
   return g;
@@ -69,7 +69,7 @@ describe("start guard - takeover", () => {
     assert.equal(kind(g.phase(1)), "holding:takeover");
     g.settled(g.stateReadStarted());
     assert.equal(kind(g.phase(2)), "fenced", "settled, but no proof yet");
-    g.keepAliveAnswered("p", 1, false);
+    g.pinAnswered("p", 1, false);
     assert.equal(kind(g.phase(3)), "consuming");
   });
 
@@ -77,7 +77,7 @@ describe("start guard - takeover", () => {
     for (const end of ["fresh", "full", "cap"] as const) {
       const g = guard();
       g.delivered("p", 1, true, 0);
-      g.keepAliveAnswered("p", 0, false);
+      g.pinAnswered("p", 0, false);
       g.settled(g.stateReadStarted());
       assert.equal(kind(g.phase(10)), "holding:redeliveries", end);
       assert.equal(g.nextDeadline(), 500);
@@ -117,26 +117,26 @@ describe("start guard - the pin's proof", () => {
   test("start guard - the proof dates from when the keep-alive was sent, not from when its answer was read", () => {
     const g = consuming();
     // Starved: the answer to a keep-alive sent at 100 is read only at 5,000.
-    g.keepAliveAnswered("p", 100, false);
+    g.pinAnswered("p", 100, false);
     assert.equal(kind(g.phase(5000)), "fenced");
     const fenced = g.phase(5000);
     assert.equal(fenced.kind === "fenced" ? fenced.since : -1, 100 + TTL - margin, "fenced since the proof ran out");
-    g.keepAliveAnswered("p", 4990, false);
+    g.pinAnswered("p", 4990, false);
     assert.equal(kind(g.phase(5000)), "consuming");
   });
 
   test("start guard - an older answer never replaces a newer proof", () => {
     const g = consuming();
-    g.keepAliveAnswered("p", 1000, false);
-    g.keepAliveAnswered("p", 500, false);
+    g.pinAnswered("p", 1000, false);
+    g.pinAnswered("p", 500, false);
     assert.equal(g.mayStart(1000 + TTL - margin - 1), true);
   });
 
   test("start guard - 423 (the pin is another's): yielded; an answer for an old pin changes nothing", () => {
     const g = consuming();
-    g.keepAliveAnswered("old", 10, true);
+    g.pinAnswered("old", 10, true);
     assert.equal(kind(g.phase(20)), "consuming", "an answer about another pin");
-    g.keepAliveAnswered("p", 10, true);
+    g.pinAnswered("p", 10, true);
     assert.equal(kind(g.phase(20)), "yielded");
     assert.deepEqual(g.pinProof, { kind: "lost" });
   });
