@@ -15,7 +15,7 @@
  * The acks of handlers that finish back to back share a socket write (`write-batch.ts`).
  */
 import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
@@ -35,6 +35,7 @@ import {
   type PullGate,
 } from "./client-seam.js";
 import { loopPressure, watchLoopLag, type LoopPressure } from "./loop-lag.js";
+import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
 import { writeBatchOf } from "./write-batch.js";
@@ -119,10 +120,10 @@ export class PinnedConsumer {
   private readonly keepAlivesSent = new Map<string, { pin: string; sentAt: number }>();
   private keepAliveCount = 0;
   private lastKeepAliveAt = Number.NEGATIVE_INFINITY;
-  private proofInbox: string | undefined;
+  /** This instance's part of the connection's keep-alive inbox; undefined once it failed (no permission). */
+  private proofInbox: ProofInbox | undefined;
   /** True while a consumer state read asked for as a proof of the pin is out. */
   private stateProofOut = false;
-  private proofSub: Subscription | undefined;
   /** True while one loop reads the consumer's state for the guard's holds. */
   private settling = false;
   /** Set when the server said the current pin is not ours: the give-back for that pin is done. */
@@ -202,7 +203,7 @@ export class PinnedConsumer {
       checkConsumeShape(messages);
     } catch (err) {
       messages?.stop();
-      this.proofSub?.unsubscribe();
+      this.proofInbox?.close();
       throw err;
     }
     this.messages = messages;
@@ -375,21 +376,16 @@ export class PinnedConsumer {
     this.gate?.resume();
   }
 
-  /** Subscribes to the answers of the pin keep-alives (under the connection's inbox prefix). */
+  /** Listens for the answers of the pin keep-alives (see `proof-inbox.ts`). */
   private openProofInbox(): void {
-    const inbox = createInbox(inboxPrefixOf(this.nc));
-    this.proofInbox = inbox;
-    this.proofSub = this.nc.subscribe(`${inbox}.*`, {
-      callback: (err, msg) => {
-        if (err) {
-          // Not allowed to subscribe there: the pin cannot be proven, so starts are not fenced on it.
-          this.proofInbox = undefined;
-          this.guard.proofUnavailable();
-          this.events.onProofUnavailable?.(err.message);
-          this.dispatcher.wake();
-          return;
-        }
-        this.keepAliveAnswered(msg);
+    this.proofInbox = openProofInbox(this.nc, {
+      answer: (token, msg) => this.keepAliveAnswered(token, msg),
+      failed: (err) => {
+        // Not allowed to subscribe there: the pin cannot be proven, so starts are not fenced on it.
+        this.proofInbox = undefined;
+        this.guard.proofUnavailable();
+        this.events.onProofUnavailable?.(err.message);
+        this.dispatcher.wake();
       },
     });
   }
@@ -441,8 +437,7 @@ export class PinnedConsumer {
   }
 
   /** An answer to a keep-alive: 423 says the pin is not ours; any other status that the consumer served it. */
-  private keepAliveAnswered(msg: Msg): void {
-    const token = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
+  private keepAliveAnswered(token: string, msg: Msg): void {
     const sent = this.keepAlivesSent.get(token);
     if (!sent) return;
     this.keepAlivesSent.delete(token);
@@ -480,7 +475,7 @@ export class PinnedConsumer {
       }
       const token = String(++this.keepAliveCount);
       this.keepAlivesSent.set(token, { pin: id, sentAt: now });
-      reply = `${this.proofInbox}.${token}`;
+      reply = this.proofInbox.reply(token);
     }
     try {
       this.nc.publish(`${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`, JSON.stringify(request), { reply });
@@ -519,7 +514,7 @@ export class PinnedConsumer {
     const finished = await drained;
     if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
     clearInterval(this.keepAlive);
-    this.proofSub?.unsubscribe();
+    this.proofInbox?.close();
     this.connectionWatch?.stop?.();
     return finished;
   }
