@@ -410,11 +410,13 @@ export class Dispatcher {
     if (this.pumping) return;
     this.pumping = true;
     try {
-      if (this.policy.mayStart && !this.policy.mayStart()) {
-        this.fenceWait();
-        return;
-      }
       while (!this.stopping && !this.startsPaused && this.executing < this.policy.maxInFlight) {
+        // Asked before every start, not once per pump: a synchronous handler (or the synchronous part of
+        // an async one) run by this loop may have taken long enough for the answer to change.
+        if (this.policy.mayStart && !this.policy.mayStart()) {
+          this.fenceWait();
+          break;
+        }
         const retry = this.retries.shift();
         if (retry) {
           const msg = retry.head;

@@ -26,11 +26,19 @@ const member = await elasticConsume(jetstream(nc), {
   group: s.group,
   member: s.member,
   consumerConfig: { ack_wait: s.ackWaitMs * 1_000_000 },
+  ...(s.concurrency ? { concurrency: s.concurrency } : {}),
   handler: async (msg) => {
     const p = msg.json<FaultPayload>();
     const n = ++runs;
     out({ ev: "start", n, key: p.key, seq: p.seq, dc: msg.info.deliveryCount, pin: msg.pinId ?? null, at: clock() });
     try {
+      if (s.syncMs) {
+        // Synchronous work before the first await: the dispatch loop runs it before it starts the next lane.
+        const from = clock();
+        while (clock() - from < s.syncMs) {
+          // busy
+        }
+      }
       if (s.honourBlock && p.block && msg.info.deliveryCount === 1) {
         // A synchronous block: nothing else in this process runs meanwhile (timers, sockets).
         const from = clock();

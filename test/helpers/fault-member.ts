@@ -19,6 +19,10 @@ export interface FaultChildSettings {
   workMs?: number;
   /** Block synchronously for `payload.block` ms on a message's first delivery. */
   honourBlock?: boolean;
+  /** Synchronous work in every handler run before its first await, in ms. */
+  syncMs?: number;
+  /** The member's concurrency mode (default serial). */
+  concurrency?: "serial" | "partition" | "key";
 }
 
 /** A running child instance. */

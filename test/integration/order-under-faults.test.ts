@@ -315,3 +315,41 @@ test("order - an event loop block longer than AckWait: no start after the pin mo
     await env.close();
   }
 });
+
+// --- synchronous work in key mode ---------------------------------------------------
+
+test("order - synchronous work before each handler's first await (key mode): no start under a pin that moved", { timeout: 120_000 }, async () => {
+  const env = await startEnv();
+  const children: FaultChild[] = [];
+  try {
+    const { stream, wq, subjectOf } = await memberGroup(env, "keysync");
+    const pub = new KeyedPublisher(env.js, subjectOf, 10, stream);
+    const log = new FaultLog();
+    // 100 ms of synchronous work per run, up to 16 runs in one dispatch loop: the loop outlasts
+    // the pin's proof (PinnedTTL 1 s), and the keep-alive timer cannot fire meanwhile.
+    const settings = { url: env.server.url, stream, group: "g", member: "m1", ackWaitMs: 1000, workMs: 5, syncMs: 100, concurrency: "key" as const };
+    const a = startFaultChild({ ...settings, who: "A" }, log);
+    children.push(a);
+    await a.ready;
+    const b = startFaultChild({ ...settings, who: "B" }, log);
+    children.push(b);
+    await b.ready;
+    const until = performance.now() + 20_000;
+    while (performance.now() < until) {
+      await pub.publish(1);
+      await new Promise((r) => setTimeout(r, 1000 / 12));
+    }
+    const complete = await settled(env, wq, log, pub.total(), 60_000);
+    const report = log.check(pub.published, { toleranceMs: 2 });
+    console.log(summary("order key-mode synchronous work", report));
+    console.log(`  complete: ${complete}; status A: ${describeConnection(a.events.filter((e) => e.ev === "status"))}; status B: ${describeConnection(b.events.filter((e) => e.ev === "status"))}`);
+    for (const v of report.staleStarts.slice(0, 3)) console.log(`    pin: ${v}`);
+    assert.deepEqual(report.lost.slice(0, 10), [], "nothing lost");
+    assert.deepEqual(report.outOfOrder.slice(0, 10), [], "per-key order of first handling");
+    // A run in flight when the pin moved may overlap its redelivery (it cannot be recalled); a start after it may not.
+    assert.deepEqual(report.staleStarts.slice(0, 10), [], `no start under a pin another instance had already replaced (${report.staleStarts.length})`);
+  } finally {
+    await Promise.allSettled(children.map((c) => c.stop()));
+    await env.close();
+  }
+});

@@ -226,6 +226,30 @@ describe("dispatcher - scheduling (no server)", () => {
     for (const m of later) assert.deepEqual(m.calls, ["nak"], "held messages go back on drain");
   });
 
+  test("dispatcher - asks mayStart before every start: a synchronous handler that outlasts the proof stops the run at once (serial and key)", async () => {
+    for (const mode of ["serial", "key"] as const) {
+      const { events, log } = recorder();
+      let may = false;
+      // The first handler does synchronous work long enough for the pin's proof to run out meanwhile.
+      const d = new Dispatcher(
+        (msg) => {
+          if (msg.seq === 1) may = false;
+        },
+        { ...policy({ mode, maxInFlight: 4 }), mayStart: () => may },
+        events,
+      );
+      const msgs = [1, 2, 3].map((s) => delivery(s, mode === "key" ? `k${s}` : "k"));
+      for (const m of msgs) d.push(m.js);
+      may = true;
+      d.wake(); // all three are ready: one pump would start them all
+      assert.deepEqual(log.handled, [1], `${mode}: nothing starts after the handler that outlasted the proof`);
+      may = true;
+      d.wake();
+      assert.deepEqual(log.handled, [1, 2, 3], `${mode}: the rest once proven again`);
+      assert.equal(await d.drain(100), true);
+    }
+  });
+
   test("dispatcher - key: keys run in parallel, one key never overlaps itself, and each key keeps its order", async () => {
     const { events, log } = recorder();
     const gate = new Gate();
