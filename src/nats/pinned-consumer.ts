@@ -155,7 +155,9 @@ export class PinnedConsumer {
 
   /** The pin id of this instance's latest deliveries, while it holds it. */
   get pinId(): string | undefined {
-    return this.guard.pinId;
+    // Once the server said the pin is another's, it is not this instance's to act on (to delete the consumer
+    // "while the pin is still its own", say), even before nats.js notices at its next pull.
+    return this.guard.pinProof.kind === "lost" ? undefined : this.guard.pinId;
   }
 
   /** The `created` time of the consumer this instance joined (ISO text from the server). */
