@@ -255,10 +255,10 @@ export class PinnedConsumer {
   /** Another instance is pinned now (or nobody): nothing more starts here; what has not started goes back. */
   private pinLost(): void {
     this.guard.unpinned();
-    // A keep-alive's 423 may have told first.
+    // Again even when a keep-alive's 423 told first: deliveries in transit then have arrived since.
+    this.dispatcher.giveBackQueued();
     if (this.pinLossHandled) return;
     this.pinLossHandled = true;
-    this.dispatcher.giveBackQueued();
     this.events.onUnpinned();
   }
 
@@ -323,7 +323,7 @@ export class PinnedConsumer {
       while (!this.stopping && this.guard.needsSettling) {
         const epoch = this.guard.stateReadStarted();
         const pin = this.guard.pinId;
-        const sentAt = performance.now();
+        const sentAt = this.lastKeepAliveAt;
         let elsewhere = 1;
         try {
           const info = await this.handle?.info(false);
@@ -393,8 +393,9 @@ export class PinnedConsumer {
   }
 
   /**
-   * A consumer state read sent at `sentAt`, right after a keep-alive, proves the pin
-   * when it names this instance's pin, and says it is lost when it names another.
+   * A consumer state read proves the pin when it names this instance's pin, and says it
+   * is lost when it names another. The proof dates from `sentAt`, the last keep-alive
+   * sent before the read: that is what kept the pin (a state read refreshes nothing).
    */
   private stateAnswered(info: unknown, pin: string | undefined, sentAt: number): void {
     if (!pin || this.stopping) return;
@@ -425,7 +426,7 @@ export class PinnedConsumer {
     const pin = this.guard.pinId;
     if (this.stateProofOut || !pin || !this.handle || this.stopping) return;
     this.stateProofOut = true;
-    const sentAt = performance.now();
+    const sentAt = this.lastKeepAliveAt;
     this.handle.info(false).then(
       (info) => {
         this.stateProofOut = false;

@@ -111,7 +111,7 @@ const PAD_BYTES = 1_000_000 - 200;
  * between messages. Returns the checker's report, the slow-consumer cuts in the server's
  * log, and the members' status events.
  */
-async function slowConsumerRun(name: string, options: { maxBufferedBytes?: number }): Promise<{ report: FaultReport; cuts: string[]; statuses: MemberStatus[] }> {
+async function slowConsumerRun(name: string, options: { maxBufferedBytes?: number; consumerConfig?: { ack_wait: number } }): Promise<{ report: FaultReport; cuts: string[]; statuses: MemberStatus[] }> {
   const dir = await mkdtemp(join(tmpdir(), "pcg-slowc-"));
   const serverLog = join(dir, "server.log");
   const env = await startEnv({ extraConfig: `log_file: ${JSON.stringify(serverLog)}` });
@@ -139,7 +139,9 @@ async function slowConsumerRun(name: string, options: { maxBufferedBytes?: numbe
     members.push(await elasticConsume(cb.js, { stream, group: "g", member: "m1", ...options, handler: log.handler("B", () => busy(50)) }));
     watch(members[1] as ConsumerGroupMember);
 
-    const complete = await settled(env, wq, log, 300, 50_000);
+    // Every cut holds starts until its lost deliveries come back (about an AckWait): a loaded machine
+    // may see ten cuts in a run, so the run gets time for all of them.
+    const complete = await settled(env, wq, log, 300, 150_000);
     const report = log.check(pub.published);
     const logged = await readFile(serverLog, "utf8").catch(() => "");
     const cuts = logged.split("\n").filter((l) => l.includes("Slow Consumer Detected"));
@@ -158,15 +160,15 @@ async function slowConsumerRun(name: string, options: { maxBufferedBytes?: numbe
   }
 }
 
-test("order - 1 MB messages with synchronous handlers stay under the server's slow-consumer limit with the default byte budget", { timeout: 120_000 }, async () => {
+test("order - 1 MB messages with synchronous handlers stay under the server's slow-consumer limit with the default byte budget", { timeout: 240_000 }, async () => {
   const { report, cuts } = await slowConsumerRun("order byte budget", {});
   assert.deepEqual(cuts, [], "the server never cut the instance as a slow consumer");
   assertPromises(report, "byte budget");
 });
 
-test("order - a slow-consumer cut keeps per-key order (a byte budget above the server's limit)", { timeout: 120_000 }, async () => {
+test("order - a slow-consumer cut keeps per-key order (a byte budget above the server's limit)", { timeout: 240_000 }, async () => {
   // 512 MiB lets the server queue past its 64 MiB max_pending, so it cuts the instance.
-  const { report, cuts, statuses } = await slowConsumerRun("order slow consumer", { maxBufferedBytes: 512 * 1024 * 1024 });
+  const { report, cuts, statuses } = await slowConsumerRun("order slow consumer", { maxBufferedBytes: 512 * 1024 * 1024, consumerConfig: { ack_wait: 2_000_000_000 } });
   assert.ok(cuts.length > 0, "the server cut a connection as a slow consumer (else this test tried nothing)");
   assert.ok(statuses.some((e) => e.type === "slow_consumer"), "the cut instance reported slow_consumer");
   assertPromises(report, "slow-consumer cut");
