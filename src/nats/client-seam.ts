@@ -4,7 +4,10 @@
  * drain deliveries in transit), the consume's pull function (to hold pulls while the
  * local buffer is full), the connection behind a JetStream client (for raw requests
  * and its status), and a message's reply subject (the ack subject). Ack coalescing
- * needs a fifth: the connection's outbound flush, to hold it while handlers run.
+ * needs a fifth: the connection's outbound flush, to hold it while handlers run. The
+ * byte budget needs the consume's first pull, which nats.js sends from inside
+ * `consume()` (see {@link consumeWithBoundedFirstPull}), a delivery's size, and the
+ * connection's inbox prefix (for the keep-alives' answers).
  *
  * {@link checkClientShapes} checks those shapes when an instance starts and throws
  * `CLIENT_UNSUPPORTED` when an installed nats.js lacks them, instead of silently
@@ -31,7 +34,6 @@ interface ConsumeInternals {
   pull?: (opts: PullRequest) => void;
   pullOptions?: () => PullRequest;
   pending?: { msgs: number; bytes: number; requests: number };
-  natsPinId?: string;
 }
 
 const internals = (messages: ConsumerMessages): ConsumeInternals => messages as unknown as ConsumeInternals;
@@ -86,7 +88,6 @@ export function checkConsumeShape(messages: ConsumerMessages): void {
   const i = internals(messages);
   if (!i.sub || typeof i.sub.drain !== "function" || typeof i.sub.isClosed !== "function") throw unsupported("the consume's subscription (sub)");
   if (typeof i.pull !== "function" || typeof i.pullOptions !== "function" || !i.pending) throw unsupported("the consume's pull function (pull, pullOptions, pending)");
-  if (typeof i.natsPinId !== "string") throw unsupported("the consume's pin id (natsPinId)");
 }
 
 /**
@@ -103,11 +104,6 @@ export function checkClientShapes(js: JetStreamClient): void {
 export function consumeSubscription(messages: ConsumerMessages): Subscription | undefined {
   const sub = internals(messages).sub;
   return sub && !sub.isClosed() && !sub.isDraining() ? sub : undefined;
-}
-
-/** The pin id the consume sends with its pulls ("" when it has none). */
-export function consumePinId(messages: ConsumerMessages): string {
-  return internals(messages).natsPinId ?? "";
 }
 
 /** What the gate in front of a consume's pulls lets the next pull ask for. */

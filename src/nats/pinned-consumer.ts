@@ -255,7 +255,14 @@ export class PinnedConsumer {
   /** Another instance is pinned now (or nobody): nothing more starts here; what has not started goes back. */
   private pinLost(): void {
     this.guard.unpinned();
-    // Again even when a keep-alive's 423 told first: deliveries in transit then have arrived since.
+    this.yieldPin();
+  }
+
+  /**
+   * Gives back what has not started, and reports the pin lost once per pin. Given back
+   * again each time the server says so: deliveries in transit may have arrived since.
+   */
+  private yieldPin(): void {
     this.dispatcher.giveBackQueued();
     if (this.pinLossHandled) return;
     this.pinLossHandled = true;
@@ -407,12 +414,7 @@ export class PinnedConsumer {
   /** The server said whether pin `pin` is alive, in answer to a request sent at `sentAt`. */
   private answered(pin: string, sentAt: number, lost: boolean): void {
     this.guard.pinAnswered(pin, sentAt, lost);
-    if (lost && !this.stopping && pin === this.guard.pinId && !this.pinLossHandled) {
-      this.pinLossHandled = true;
-      this.dispatcher.giveBackQueued();
-      this.events.onUnpinned();
-      return;
-    }
+    if (lost && !this.stopping && pin === this.guard.pinId) return this.yieldPin();
     this.dispatcher.wake();
   }
 

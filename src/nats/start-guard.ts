@@ -206,13 +206,6 @@ export class StartGuard {
     return this.phase(now).kind === "consuming";
   }
 
-  /** When a time-capped hold ends by itself (so the caller can look again then), if one is active. */
-  nextDeadline(): number | undefined {
-    let next: number | undefined;
-    for (const h of this.holds) if (h.until !== undefined && (next === undefined || h.until < next)) next = h.until;
-    return next;
-  }
-
   private activeHold(now: number): Hold | undefined {
     for (let i = this.holds.length - 1; i >= 0; i--) {
       const h = this.holds[i];

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { JetStreamApiError, jetstream, type ConsumerMessages } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, connectionWrites, consumePinId, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
+import { apiPrefix, checkClientShapes, checkConsumeShape, connectionOf, connectionWrites, consumeSubscription, gatePulls } from "../../src/nats/client-seam.js";
 import { writeBatchOf } from "../../src/nats/write-batch.js";
 import { deliveryNumbers, type DeliveryNumbers } from "../../src/nats/ack-subject.js";
 import { ApiCode, apiErrorCode } from "../../src/nats/server-errors.js";
@@ -81,7 +81,7 @@ describe("client seam - the installed nats.js", () => {
     assert.throws(() => checkClientShapes(noFlush as never), (e: unknown) => (e as { code?: string }).code === "CLIENT_UNSUPPORTED" && /flushPending/.test(String((e as Error).message)));
   });
 
-  test("client seam - a pinned consume has its subscription, pull function and pin id, and the gate bounds the pulls", async () => {
+  test("client seam - a pinned consume has its subscription and pull function, and the gate bounds the pulls and keeps their pin id", async () => {
     const stream = uniqueName("seam");
     await env.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
     await env.jsm.consumers.add(stream, { durable_name: "c", ack_policy: "explicit", priority_groups: ["PCG"], priority_policy: "pinned_client", priority_timeout: 5_000_000_000 });
@@ -92,14 +92,16 @@ describe("client seam - the installed nats.js", () => {
     assert.doesNotThrow(() => checkConsumeShape(messages));
     assert.ok(consumeSubscription(messages), "the consume's subscription");
     let open = 0;
-    const asked: (number | undefined)[] = [];
+    const asked: { maxBytes: number | undefined; pin: string | undefined }[] = [];
     const gate = gatePulls(messages, () => ({ batch: open, maxBytes: 1 << 20 }));
     const seen = messages.status();
     void (async () => {
-      for await (const s of seen) if (s.type === "next") asked.push((s.options as { max_bytes?: number }).max_bytes);
+      for await (const s of seen) {
+        const options = s.type === "next" ? (s.options as { max_bytes?: number; id?: string }) : undefined;
+        if (options) asked.push({ maxBytes: options.max_bytes, pin: options.id });
+      }
     })();
     await waitFor(() => got.length >= 10, 5000, "the first pull's 10 messages");
-    assert.ok(consumePinId(messages).length > 0, "the pin id the consume sends");
     const before = got.length;
     // The first pull went out before the gate: it delivers at most its batch, then nothing more until the gate opens.
     await new Promise((r) => setTimeout(r, 1500)); // longer than a pull's expiry: a re-pull would have come by now
@@ -108,7 +110,8 @@ describe("client seam - the installed nats.js", () => {
     open = 5;
     gate.resume();
     await waitFor(() => got.length >= before + 5, 5000, "5 more once the gate lets 5 through");
-    assert.ok(asked.length > 0 && asked.every((b) => b === 1 << 20), `every pull past the gate carries the gate's max_bytes (got ${JSON.stringify(asked)})`);
+    assert.ok(asked.length > 0 && asked.every((a) => a.maxBytes === 1 << 20), `every pull past the gate carries the gate's max_bytes (got ${JSON.stringify(asked)})`);
+    assert.ok(asked.every((a) => typeof a.pin === "string" && a.pin.length > 0), `the gate keeps the pin id on every pull (got ${JSON.stringify(asked)})`);
     await messages.close();
   });
 
