@@ -55,7 +55,7 @@ export { ConsumerGroupMessage } from "./nats/message.js";
 export type { Settlement } from "./nats/message.js";
 export type { MessageHandler } from "./nats/pinned-consumer.js";
 export type { ConsumerGroupMember, MemberLifecycle, MemberStatus } from "./nats/member.js";
-export { DeadLetterHeaders } from "./nats/dispatcher.js";
+export { DeadLetterHeaders } from "./nats/dead-letter.js";
 export { METER_NAME, MetricAttributes, MetricNames } from "./nats/metrics.js";
 export type { ConcurrencyMode } from "./nats/dispatcher.js";
 export { elasticKeyExtractor, staticKeyExtractor } from "./core/keys.js";

@@ -10,28 +10,16 @@
  * holds its lane but no handler slot: other keys keep flowing.
  */
 import type { JsMsg } from "@nats-io/jetstream";
-import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
 import { ConsumerGroupError } from "../core/errors.js";
 import type { DeliveryNumbers } from "./ack-subject.js";
-import { ConsumerGroupMessage, deliveryNumbersOf, partitionOfStoredSubject } from "./message.js";
+import { sendToDeadLetter, type DeadLetter } from "./dead-letter.js";
+import { emptyLane, enqueueInStreamOrder, laneCanStart, LaneMessage, UNKEYED, type Lane } from "./lane.js";
+import { type ConsumerGroupMessage, deliveryNumbersOf, partitionOfStoredSubject } from "./message.js";
 import { SettledMemory } from "./settled-memory.js";
+import { WorkingSweeper } from "./working-sweeper.js";
 
 /** How a member instance runs handlers. */
 export type ConcurrencyMode = "serial" | "partition" | "key";
-
-/** Where messages that keep failing go. */
-export interface DeadLetter {
-  /** The dead-letter subject. */
-  subject: string;
-  /** Names the group in the dead letter's `Nats-Msg-Id`: groups that share a dead-letter subject each store theirs. */
-  idPrefix: string;
-  /**
-   * Stores the dead letter (resolves once it is stored). `msgId` names the origin
-   * message, so a dead letter published again after a crash is dropped by the
-   * stream's duplicate window instead of stored twice.
-   */
-  publish(subject: string, payload: Uint8Array, headers: MsgHdrs, msgId: string): Promise<void>;
-}
 
 /** What to do when a handler throws. */
 export interface RetryPolicy {
@@ -96,92 +84,11 @@ export interface DispatchHooks {
   beforeAck?(): void;
 }
 
-interface Lane {
-  key: string;
-  /** In stream order. */
-  queue: LaneMessage[];
-  /** The message this lane works on: its handler runs, or it waits for its next attempt. */
-  head: LaneMessage | undefined;
-  /** True while the lane is in the ready list. */
-  ready: boolean;
-  /**
-   * A message of this lane was nak'ed: the lane waits for its redelivery (which sorts
-   * in front of the rest) instead of starting the next message, so order holds.
-   * The timer gives up waiting if the server never redelivers it (e.g. its max_deliver ran out).
-   */
-  awaiting: { seq: number; timer: NodeJS.Timeout } | undefined;
-}
-
-/** A message in a lane, with what the lane needs to know about it. */
-class LaneMessage extends ConsumerGroupMessage {
-  nakDelayMs = 0;
-  /**
-   * When the server last heard of it: the last working(), or at first the dispatcher's
-   * clock when it arrived (no later than its delivery, so beats come early, never late).
-   */
-  lastBeatAt: number;
-  /** Handler attempts made here. */
-  attempts = 0;
-  /** The error of the key function, when it failed for this message (`key` mode). */
-  keyError: unknown = undefined;
-  /** The next attempt's timer, while it backs off. */
-  retryTimer: NodeJS.Timeout | undefined;
-  /** The last failure, while it backs off. */
-  lastError: unknown = undefined;
-  /** Whether its lane was reported blocked. */
-  reportedBlocked = false;
-
-  constructor(
-    msg: JsMsg,
-    partition: number,
-    signal: AbortSignal,
-    arrivedBy: number,
-    /** Its stream sequence and delivery count, read from the ack subject once (nats.js's delivery info is parsed only if the handler asks). */
-    private readonly delivery: DeliveryNumbers,
-  ) {
-    super(msg, partition, signal);
-    this.lastBeatAt = arrivedBy;
-  }
-
-  override get seq(): number {
-    return this.delivery.streamSequence;
-  }
-
-  override get redelivered(): boolean {
-    return this.delivery.deliveryCount > 1;
-  }
-
-  override nak(delayMs?: number): void {
-    if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
-    super.nak(delayMs);
-  }
-}
-
 /** True for anything with a then method (an async handler's result, native promise or not). */
 function isPromiseLike(value: unknown): value is PromiseLike<void> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === "function";
 }
 
-/** Header names of a dead letter. */
-export const DeadLetterHeaders = {
-  /** The stream the message came from (the source stream, in elastic groups). */
-  OriginStream: "Pcg-Origin-Stream",
-  /** Its sequence in that stream. */
-  OriginSequence: "Pcg-Origin-Sequence",
-  /** Its partition. */
-  Partition: "Pcg-Partition",
-  /** Its key ("" when the key function failed for it). */
-  Key: "Pcg-Key",
-  /** How many times a handler ran it. */
-  DeliveryCount: "Pcg-Delivery-Count",
-  /** The last error, on one line, at most 1,024 characters. */
-  Error: "Pcg-Error",
-  /** Its subject, without the partition token. */
-  Subject: "Pcg-Subject",
-} as const;
-
-/** The lane of messages whose key could not be computed, per partition. */
-const UNKEYED = "!";
 /** How soon a fenced dispatcher looks again whether it may start handlers. */
 const FENCE_RECHECK_MS = 100;
 /**
@@ -225,17 +132,23 @@ export class Dispatcher {
   private pumping = false;
   /** Set while a fenced instance waits to look again whether it may start handlers. */
   private fenceTimer: NodeJS.Timeout | undefined;
-  /** One timer sends working() for every message held here (a timer per message costs more than the handlers). */
-  private sweeper: NodeJS.Timeout | undefined;
-  /** The time of the sweeper's last round (or its start): a message arriving now arrived no earlier. */
-  private sweptAt = 0;
+  /** Sends working() for every message held here. */
+  private readonly sweeper: WorkingSweeper;
 
   constructor(
     private readonly handler: Handler,
     private readonly policy: DispatchPolicy,
     private readonly events: DispatchEvents,
     private readonly hooks: DispatchHooks = {},
-  ) {}
+  ) {
+    this.sweeper = new WorkingSweeper(policy.workingIntervalMs, (beat) => {
+      for (const lane of this.lanes.values()) {
+        if (lane.head) beat(lane.head);
+        for (const msg of lane.queue) beat(msg);
+        this.forgetIfIdle(lane);
+      }
+    });
+  }
 
   /** Messages held here: buffered plus in progress. */
   get size(): number {
@@ -263,8 +176,8 @@ export class Dispatcher {
       else this.late.push(m);
       return;
     }
-    if (this.sweeper === undefined && this.policy.workingIntervalMs > 0) this.sweeper = this.startSweeper();
-    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal, this.sweptAt, numbers);
+    if (!this.sweeper.running && this.policy.workingIntervalMs > 0) this.sweeper.start();
+    const msg = new LaneMessage(m, partitionOfStoredSubject(m.subject), this.handlerAbort.signal, this.sweeper.sweptAt, numbers);
     this.yielding = false; // a delivery means this instance holds the pin (again)
     this.events.onReceived?.(msg);
     if (done === "ack") return m.ack();
@@ -272,25 +185,13 @@ export class Dispatcher {
     const key = this.laneOf(msg);
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { key, queue: [], head: undefined, ready: false, awaiting: undefined };
+      lane = emptyLane(key);
       this.lanes.set(key, lane);
     }
     // A redelivery of what is in progress: the copy in progress settles it (unless that copy was nak'ed: then this is its retry).
     if (lane.head?.seq === msg.seq && lane.head.settlement !== "nak") return;
-    // The queue is in stream order: only a message at or before its tail can be in it already.
-    const tail = lane.queue[lane.queue.length - 1];
-    if (tail !== undefined && tail.seq >= msg.seq) {
-      const known = lane.queue.findIndex((x) => x.seq === msg.seq);
-      if (known !== -1) {
-        lane.queue[known] = msg; // keep the freshest delivery
-        return;
-      }
-    }
+    if (!enqueueInStreamOrder(lane, msg)) return; // it was queued already: the fresher delivery took its place
     this.queuedCount += 1;
-    let at = lane.queue.length;
-    while (at > 0 && (lane.queue[at - 1]?.seq ?? 0) > msg.seq) at--;
-    if (at === lane.queue.length) lane.queue.push(msg);
-    else lane.queue.splice(at, 0, msg);
     this.schedule(lane);
     this.pump();
   }
@@ -375,9 +276,7 @@ export class Dispatcher {
 
   /** Puts a lane in the ready list when its next message may start. */
   private schedule(lane: Lane): void {
-    if (lane.ready || lane.head) return;
-    const next = lane.queue[0];
-    if (!next || (lane.awaiting && next.seq > lane.awaiting.seq)) return;
+    if (lane.ready || !laneCanStart(lane)) return;
     lane.ready = true;
     this.ready.push(lane);
   }
@@ -427,7 +326,7 @@ export class Dispatcher {
         if (!lane) break;
         lane.ready = false;
         const msg = lane.queue[0];
-        if (lane.head || !msg || (lane.awaiting && msg.seq > lane.awaiting.seq)) continue;
+        if (!msg || !laneCanStart(lane)) continue;
         if (this.behindUnkeyed(lane, msg)) {
           this.afterUnkeyed.push(lane);
           continue;
@@ -501,38 +400,10 @@ export class Dispatcher {
     lane.head = undefined;
     this.heads -= 1;
     this.schedule(lane);
-    if (this.sweeper === undefined || this.lanes.size > IDLE_LANES_KEPT) this.forgetIfIdle(lane);
+    if (!this.sweeper.running || this.lanes.size > IDLE_LANES_KEPT) this.forgetIfIdle(lane);
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
     this.hooks.onRoom?.();
     this.pump();
-  }
-
-  /**
-   * Every AckWait/8, sends working() for each unsettled message held here (running,
-   * waiting for a retry, or buffered) whose server-side AckWait clock (from its
-   * delivery or its last working()) is past half: nothing held in this process is
-   * redelivered because it waited here.
-   */
-  private startSweeper(): NodeJS.Timeout {
-    const every = this.policy.workingIntervalMs;
-    this.sweptAt = performance.now();
-    const timer = setInterval(() => {
-      const now = performance.now();
-      this.sweptAt = now;
-      const beat = (msg: LaneMessage): void => {
-        if (msg.settlement === undefined && now - msg.lastBeatAt >= every * 0.75) {
-          msg.working();
-          msg.lastBeatAt = now;
-        }
-      };
-      for (const lane of this.lanes.values()) {
-        if (lane.head) beat(lane.head);
-        for (const msg of lane.queue) beat(msg);
-        this.forgetIfIdle(lane);
-      }
-    }, every / 4);
-    timer.unref();
-    return timer;
   }
 
   /**
@@ -629,8 +500,11 @@ export class Dispatcher {
       if (retry.deadLetter) {
         const target = retry.deadLetter;
         // The publish holds the lane, not a handler slot.
-        void this.deadLetter(target, lane.key, msg, error, attempt).then(
-          () => this.complete(lane, msg),
+        void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), attempt, error).then(
+          () => {
+            this.events.onDeadLettered(msg, error, target.subject);
+            this.complete(lane, msg);
+          },
           (dlqError: unknown) => {
             this.events.onHandlerError(dlqError, msg, attempt);
             this.backOff(lane, msg, retry.backoffMs(attempt));
@@ -671,25 +545,6 @@ export class Dispatcher {
       this.retries.push(lane);
       this.pump();
     }, ms);
-  }
-
-  private async deadLetter(target: DeadLetter, laneKey: string, msg: ConsumerGroupMessage, error: unknown, attempts: number): Promise<void> {
-    const h = createHeaders();
-    // In elastic groups the origin is in Nats-Stream-Source: "<stream> <seq> …".
-    // (get() returns "" for a missing header, and pinned deliveries always have headers.)
-    const source = msg.headers?.get("Nats-Stream-Source")?.split(" ").filter((t) => t !== "");
-    h.set(DeadLetterHeaders.OriginStream, source?.[0] ?? msg.info.stream);
-    h.set(DeadLetterHeaders.OriginSequence, source?.[1] ?? String(msg.seq));
-    h.set(DeadLetterHeaders.Partition, String(msg.partition));
-    h.set(DeadLetterHeaders.Key, this.keyHeader(laneKey, msg));
-    // Handler runs in all: the server's earlier deliveries plus the attempts made in place.
-    h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
-    h.set(DeadLetterHeaders.Subject, msg.subject);
-    h.set(DeadLetterHeaders.Error, (error instanceof Error ? error.message : String(error)).replace(/[\r\n]+/g, " ").slice(0, 1024));
-    // The id names the group and the stored message (its sequence and time, so a recreated stream's reused sequence is another id).
-    await target.publish(target.subject, msg.data, h, `${target.idPrefix}:${msg.info.stream}:${msg.seq}:${msg.info.timestampNanos}`);
-    msg.term(`dead-lettered to ${target.subject}`);
-    this.events.onDeadLettered(msg, error, target.subject);
   }
 
   /** The key a dead letter records: the lane's in `key` mode, else the key function's ("" when it fails). */
@@ -754,7 +609,7 @@ export class Dispatcher {
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     this.drained = true;
-    clearInterval(this.sweeper);
+    this.sweeper.stop();
     return finished;
   }
 }
