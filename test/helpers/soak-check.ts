@@ -14,7 +14,9 @@
  *   redeliver (half an AckWait or more) when the earlier run was in flight across it:
  *   a handler running when its instance lost the pin cannot be recalled. A run that
  *   *started* after its process was resumed is never excused: a resumed instance must
- *   start nothing before it proved its pin again;
+ *   start nothing before it proved its pin again. A link held half-open (a stall) is
+ *   the same, except that the stalled instance may start runs for as long as its
+ *   last proof of the pin, which came before the stall, is valid;
  * - whether two runs of one key ever overlapped in time (a killed run ends at the kill;
  *   the same exception for a run in flight across a long pause);
  * - whether every poison message is in the dead-letter stream exactly once, and
@@ -48,6 +50,14 @@ export interface Pause {
   pid: number;
   from: number;
   to: number;
+  /** `sigstop` (default): the process was suspended; `stall`: its link was held half-open while it ran on. */
+  kind?: "sigstop" | "stall";
+  /**
+   * A run the instance started before this time counts as in flight across the pause
+   * (default `from`). A stalled instance may start runs while its last proof of the
+   * pin is young enough: that proof came before the stall.
+   */
+  startsExcusedUntil?: number;
 }
 
 /** A message that ran again after a previous run. */
@@ -169,7 +179,7 @@ export function checkSoak(input: SoakInput): SoakReport {
 /** Whether `earlier` was in flight (or within the ack grace of its end) when its process was paused, and `later` started after the pause began. */
 function pausedAcross(earlier: HandlerRun, later: HandlerRun, input: SoakInput): boolean {
   return (input.pauses ?? []).some(
-    (p) => p.pid === earlier.pid && earlier.start < p.from && (earlier.end === undefined || earlier.end >= p.from - input.ackGraceMs) && later.start >= p.from,
+    (p) => p.pid === earlier.pid && earlier.start < (p.startsExcusedUntil ?? p.from) && (earlier.end === undefined || earlier.end >= p.from - input.ackGraceMs) && later.start >= p.from,
   );
 }
 

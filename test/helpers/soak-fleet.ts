@@ -4,12 +4,17 @@
  * recorded), restarted, and stopped cleanly at the end. A child that exits on its own
  * is recorded as an unexpected exit and replaced, so the soak goes on and the test
  * can report it. Every child's log file is tailed by one {@link SoakLogReader}.
+ *
+ * Given a pool of TCP proxies, each instance connects through one of its own (taken
+ * at its start, given back at its exit), so one instance's link can be held half-open
+ * ({@link SoakFleet.stall}) or slowed ({@link SoakFleet.slowLink}) while the others' work.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { Pause } from "./soak-check.js";
+import type { TcpProxy } from "./tcp-proxy.js";
 import type { SoakChildSettings } from "./soak-member-child.js";
 import { SoakLogReader } from "./soak-log.js";
 
@@ -48,8 +53,16 @@ export class SoakFleet {
   readonly unexpectedExits: UnexpectedExit[] = [];
   /** SIGSTOP pulses, once each has ended (SIGCONT sent). */
   readonly pauses: Pause[] = [];
+  /** Slow-link spells, once each has ended: pid, from, to, the delay per chunk. */
+  readonly slowLinks: { pid: number; from: number; to: number; delayMs: number }[] = [];
   /** Processes stopped right now. */
   private readonly paused = new Set<number>();
+  /** Proxies no instance uses now. */
+  private readonly freeProxies: TcpProxy[];
+  /** pid → the proxy its connection goes through. */
+  private readonly proxyOf = new Map<number, TcpProxy>();
+  /** Processes whose link is slowed right now. */
+  private readonly slowed = new Set<number>();
   readonly log = new SoakLogReader();
   private readonly instances: SoakInstance[] = [];
   private files = 0;
@@ -58,7 +71,10 @@ export class SoakFleet {
   constructor(
     private readonly dir: string,
     private readonly settings: Omit<SoakChildSettings, "member" | "logFile">,
-  ) {}
+    proxies: readonly TcpProxy[] = [],
+  ) {
+    this.freeProxies = [...proxies];
+  }
 
   /** Instances whose process is alive and which are consuming. */
   live(): SoakInstance[] {
@@ -79,7 +95,9 @@ export class SoakFleet {
   start(member: string): SoakInstance {
     const logFile = join(this.dir, `${member}-${++this.files}.ndjson`);
     this.log.add(logFile);
-    const settings: SoakChildSettings = { ...this.settings, member, logFile };
+    // Without a free proxy (more instances than proxies) it connects directly.
+    const proxy = this.freeProxies.shift();
+    const settings: SoakChildSettings = { ...this.settings, member, logFile, url: proxy?.url ?? this.settings.url };
     const child = spawn(process.execPath, [CHILD, JSON.stringify(settings)], { stdio: ["pipe", "pipe", "inherit"] });
     // Closing stdin is how the child is asked to stop; a dead child's pipe must not throw here.
     child.stdin?.on("error", () => undefined);
@@ -99,6 +117,10 @@ export class SoakFleet {
         child.once("exit", (code, signal) => {
           exited = true;
           const at = now();
+          if (proxy) {
+            this.proxyOf.delete(inst.pid);
+            this.freeProxies.push(proxy);
+          }
           this.exits.set(inst.pid, at);
           markReady(false);
           if (!this.stopping && !this.kills.has(inst.pid)) {
@@ -117,6 +139,7 @@ export class SoakFleet {
         }
       });
     }
+    if (proxy) this.proxyOf.set(inst.pid, proxy);
     this.instances.push(inst);
     return inst;
   }
@@ -142,6 +165,39 @@ export class SoakFleet {
     this.paused.delete(inst.pid);
     if (inst.alive()) inst.child.kill("SIGCONT");
     this.pauses.push({ pid: inst.pid, from, to: now() });
+  }
+
+  /** Whether the instance's link can be held or slowed (it goes through a proxy, and none of that is under way). */
+  canDisturbLink(inst: SoakInstance): boolean {
+    const proxy = this.proxyOf.get(inst.pid);
+    return inst.alive() && proxy !== undefined && !proxy.holding && !this.slowed.has(inst.pid);
+  }
+
+  /**
+   * Holds the instance's link half-open for `ms` (bytes neither delivered nor dropped),
+   * then releases it; recorded in {@link SoakFleet.pauses} as a `stall`, under which a
+   * run may start for up to `proofWindowMs` after it began: the instance's last proof
+   * of its pin came no later than that.
+   */
+  async stall(inst: SoakInstance, ms: number, proofWindowMs: number): Promise<void> {
+    const proxy = this.proxyOf.get(inst.pid);
+    if (!proxy || !this.canDisturbLink(inst)) return;
+    const from = now();
+    await proxy.hold(ms);
+    this.pauses.push({ pid: inst.pid, from, to: now(), kind: "stall", startsExcusedUntil: from + proofWindowMs });
+  }
+
+  /** Adds `delayMs` to every chunk of the instance's link, each way, for `ms`. */
+  async slowLink(inst: SoakInstance, delayMs: number, ms: number): Promise<void> {
+    const proxy = this.proxyOf.get(inst.pid);
+    if (!proxy || !this.canDisturbLink(inst)) return;
+    const from = now();
+    this.slowed.add(inst.pid);
+    proxy.setDelay(delayMs);
+    await Promise.race([new Promise((r) => setTimeout(r, ms)), inst.exited]);
+    proxy.setDelay(0);
+    this.slowed.delete(inst.pid);
+    this.slowLinks.push({ pid: inst.pid, from, to: now(), delayMs });
   }
 
   /**

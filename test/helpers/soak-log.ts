@@ -15,6 +15,8 @@ export interface SoakPayload {
   ms: number;
   /** The handler always throws for it. */
   poison: boolean;
+  /** Padding that makes it a large message (hundreds of KB), when it is one. */
+  pad?: string;
 }
 
 /** One line of a child's log file. Times are ms since the epoch (performance.timeOrigin + performance.now()). */

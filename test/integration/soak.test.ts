@@ -5,7 +5,11 @@
  * messages; a membership change every second and a kill -9 of a random instance (most
  * often one with a handler in flight) every ~5 s; SIGSTOP pulses of 0.3-2.5 × AckWait
  * every ~3 s (a starved or suspended process: shorter and longer than PinnedTTL); a
- * phase with a CPU burner per core; keyed publishing throughout. After
+ * phase with a CPU burner per core; every instance's link through a proxy of its own,
+ * held half-open for 0.5-3 × AckWait every ~5 s (a stall) and slowed by 50-400 ms per
+ * chunk for 2-4 s every ~7 s, membership changes going on meanwhile (a slow link);
+ * 3 % large messages (200-900 KB: the byte budget, against the server's slow-consumer
+ * limit); keyed publishing throughout. After
  * the load stops and everything drained, the checker (test/helpers/soak-check.ts) says
  * what was lost, reordered, repeated without a kill to blame, run twice at once, or
  * dead-lettered other than exactly once.
@@ -27,6 +31,7 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { addMembers, createElastic, deleteMembers, workQueueStreamName, type ConcurrencyMode } from "../../src/index.js";
 import { prng, sleep } from "../helpers/load-harness.js";
+import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { checkSoak, soakProblems, type SoakReport } from "../helpers/soak-check.js";
 import { SoakFleet, now, type SoakInstance } from "../helpers/soak-fleet.js";
@@ -57,6 +62,18 @@ const PAUSE_MS: [number, number] = [0.3 * ACK_WAIT_MS, 2.5 * ACK_WAIT_MS];
 /** A CPU burner per core runs from this share of the load time, for BURN_MS. */
 const BURN_AT = 0.4;
 const BURN_MS = 8000;
+/** A link stall (the link held half-open) every this many ms, of 0.5 to 3 × AckWait. */
+const STALL_EVERY_MS: [number, number] = [4000, 6000];
+const STALL_MS: [number, number] = [0.5 * ACK_WAIT_MS, 3 * ACK_WAIT_MS];
+/** A slow-link spell every this many ms: 50-400 ms per chunk for 2-4 s. */
+const SLOW_LINK_EVERY_MS: [number, number] = [6000, 8000];
+const SLOW_LINK_DELAY_MS: [number, number] = [50, 400];
+const SLOW_LINK_MS: [number, number] = [2000, 4000];
+/** The pin's TTL for this AckWait (max(AckWait, 1 s)): a stalled instance's last proof is no older. */
+const PINNED_TTL_MS = Math.max(ACK_WAIT_MS, 1000);
+/** Share of large messages, and their padding. */
+const LARGE_RATE = 0.03;
+const LARGE_BYTES: [number, number] = [200_000, 900_000];
 const MAX_DELIVER = 3;
 const BACKOFF_MS = [50, 100];
 /** The ack follows the handler's end record within an event-loop turn; this much is allowed on a loaded machine. */
@@ -76,9 +93,11 @@ function drawWorkload(seed: number, count: number): SoakPayload[] {
     const spread = rng();
     const ms = slow ? 20 + spread * (3 * ACK_WAIT_MS - 20) : spread * 20;
     const poison = rng() < POISON_RATE;
+    const large = rng() < LARGE_RATE;
+    const padBytes = Math.round(LARGE_BYTES[0] + rng() * (LARGE_BYTES[1] - LARGE_BYTES[0]));
     const seq = (seqs.get(key) ?? 0) + 1;
     seqs.set(key, seq);
-    out.push({ key, seq, ms: Math.round(ms), poison });
+    out.push({ key, seq, ms: Math.round(ms), poison, ...(large ? { pad: "x".repeat(padBytes) } : {}) });
   }
   return out;
 }
@@ -87,12 +106,16 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
   let env: TestEnv | undefined;
   let fleet: SoakFleet | undefined;
   let dir: string | undefined;
+  const proxies: TcpProxy[] = [];
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "pcg-soak-"));
     env = await startEnv();
+    // One per instance, and a spare for an instance that starts before its predecessor's exit was seen.
+    for (let i = 0; i < MEMBERS.length * INSTANCES_PER_MEMBER + 2; i++) proxies.push(await startTcpProxy(env.server.port, 0, true));
   });
   after(async () => {
     await fleet?.stopAll();
+    await Promise.all(proxies.map((p) => p.close()));
     await env?.close();
     // SOAK_KEEP_LOGS=1 keeps every instance's NDJSON log (starts, ends, status events) for a failed run's timeline.
     if (dir && process.env["SOAK_KEEP_LOGS"] !== "1") rmSync(dir, { recursive: true, force: true });
@@ -113,7 +136,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     const membership = new Set(MEMBERS.slice(0, 3));
     await addMembers(e.js, stream, group, [...membership]);
 
-    const f = new SoakFleet(dir, { url: e.server.url, stream, group, ackWaitMs: ACK_WAIT_MS, mode: MODE, deadLetterSubject: dlqSubject, maxDeliver: MAX_DELIVER, backoffMs: BACKOFF_MS });
+    const f = new SoakFleet(dir, { url: e.server.url, stream, group, ackWaitMs: ACK_WAIT_MS, mode: MODE, deadLetterSubject: dlqSubject, maxDeliver: MAX_DELIVER, backoffMs: BACKOFF_MS }, proxies);
     fleet = f;
     for (const m of MEMBERS) for (let i = 0; i < INSTANCES_PER_MEMBER; i++) f.start(m);
     await waitFor(() => f.live().length === MEMBERS.length * INSTANCES_PER_MEMBER, 60_000, "every instance consuming");
@@ -149,6 +172,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     const churnErrors: string[] = [];
     const kills: { member: string; pid: number; inFlight: number; at: number }[] = [];
     const pulses: Promise<void>[] = [];
+    const between = (range: [number, number]): number => range[0] + chaosRng() * (range[1] - range[0]);
     let burned = false;
     const burn = (): void => {
       burned = true;
@@ -160,6 +184,8 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     const chaos = (async () => {
       let nextKill = now() + KILL_EVERY_MS[0] + chaosRng() * (KILL_EVERY_MS[1] - KILL_EVERY_MS[0]);
       let nextPause = now() + PAUSE_EVERY_MS[0] + chaosRng() * (PAUSE_EVERY_MS[1] - PAUSE_EVERY_MS[0]);
+      let nextStall = now() + between(STALL_EVERY_MS);
+      let nextSlowLink = now() + between(SLOW_LINK_EVERY_MS);
       while (loadRunning) {
         await sleep(CHURN_EVERY_MS);
         if (!loadRunning) break;
@@ -172,6 +198,20 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
           const busy = live.filter((i) => (inFlight.get(i.pid) ?? 0) > 0);
           const target = chaosRng() < 0.5 && busy.length > 0 ? pick(busy) : pick(live);
           if (target) pulses.push(f.pause(target, PAUSE_MS[0] + chaosRng() * (PAUSE_MS[1] - PAUSE_MS[0])));
+        }
+        if (now() >= nextStall) {
+          nextStall = now() + between(STALL_EVERY_MS);
+          f.log.poll();
+          const inFlight = f.log.inFlightByPid();
+          const linked = f.live().filter((i) => f.canDisturbLink(i));
+          const busy = linked.filter((i) => (inFlight.get(i.pid) ?? 0) > 0);
+          const target = chaosRng() < 0.5 && busy.length > 0 ? pick(busy) : pick(linked);
+          if (target) pulses.push(f.stall(target, between(STALL_MS), PINNED_TTL_MS));
+        }
+        if (now() >= nextSlowLink) {
+          nextSlowLink = now() + between(SLOW_LINK_EVERY_MS);
+          const target = pick(f.live().filter((i) => f.canDisturbLink(i)));
+          if (target) pulses.push(f.slowLink(target, Math.round(between(SLOW_LINK_DELAY_MS)), between(SLOW_LINK_MS)));
         }
         const outside = MEMBERS.filter((m) => !membership.has(m));
         const coin = chaosRng();
@@ -279,7 +319,10 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
       setupMs,
       churnSteps,
       kills,
-      pauses: f.pauses.map((p) => p.to - p.from),
+      pauses: f.pauses.filter((p) => p.kind !== "stall").map((p) => p.to - p.from),
+      stalls: f.pauses.filter((p) => p.kind === "stall").map((p) => p.to - p.from),
+      slowLinks: f.slowLinks.length,
+      large: published.filter((p) => p.pad !== undefined).length,
       statusCounts: f.log.statusCounts,
       abortedRuns: f.log.runs.filter((r) => r.aborted).length,
       slowRuns: f.log.runs.filter((r) => r.end !== undefined && r.end - r.start > ACK_WAIT_MS).length,
@@ -299,7 +342,21 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
 
 function printFigures(
   r: SoakReport,
-  x: { loadMs: number; drainMs: number; totalMs: number; setupMs: number; churnSteps: number; kills: { inFlight: number }[]; pauses: number[]; statusCounts: ReadonlyMap<string, number>; abortedRuns: number; slowRuns: number },
+  x: {
+    loadMs: number;
+    drainMs: number;
+    totalMs: number;
+    setupMs: number;
+    churnSteps: number;
+    kills: { inFlight: number }[];
+    pauses: number[];
+    stalls: number[];
+    slowLinks: number;
+    large: number;
+    statusCounts: ReadonlyMap<string, number>;
+    abortedRuns: number;
+    slowRuns: number;
+  },
 ): void {
   const inFlight = r.duplicates.filter((d) => d.attributable === "in-flight").length;
   const ackWindow = r.duplicates.filter((d) => d.attributable === "ack-window").length;
@@ -309,12 +366,12 @@ function printFigures(
   console.log(
     [
       `soak figures - seed ${SEED}, mode ${MODE}, AckWait ${ACK_WAIT_MS} ms, ${SECONDS} s of load`,
-      `  published ${r.published} (${r.poison} poison) to ${KEYS} keys`,
+      `  published ${r.published} (${r.poison} poison, ${x.large} of 200-900 KB) to ${KEYS} keys`,
       `  handler runs ${r.runs} (ok ${r.okRuns}, over AckWait ${x.slowRuns}, signal aborted ${x.abortedRuns}); distinct good messages handled ${r.handled}; lost ${r.lost.length}`,
       `  duplicates ${r.duplicates.length}: attributable ${inFlight + ackWindow + paused} (in flight at the kill ${inFlight}, ended within ${ACK_GRACE_MS} ms of it ${ackWindow}, in flight across a pause ${paused}), not attributable ${r.notAttributable.length}`,
       `  out of order ${r.outOfOrder.length} keys; runs of one key at once ${r.keyOverlaps.length}`,
       `  dead letters ${r.deadLetters} (missing ${r.dlqMissing.length}, repeated ${r.dlqRepeated.length}, not poison ${r.dlqNotPoison.length})`,
-      `  kills ${x.kills.length} (${x.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), SIGSTOP pulses ${x.pauses.length} (${x.pauses.filter((ms) => ms >= ACK_WAIT_MS).length} of AckWait or longer), churn steps ${x.churnSteps}`,
+      `  kills ${x.kills.length} (${x.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), SIGSTOP pulses ${x.pauses.length} (${x.pauses.filter((ms) => ms >= ACK_WAIT_MS).length} of AckWait or longer), link stalls ${x.stalls.length} (${x.stalls.filter((ms) => ms >= ACK_WAIT_MS).length} of AckWait or longer), slow-link spells ${x.slowLinks}, churn steps ${x.churnSteps}`,
       `  time: setup ${s(x.setupMs)}, load ${s(x.loadMs)}, drain ${s(x.drainMs)}, total ${s(x.totalMs)}`,
       `  status events: ${status}`,
     ].join("\n"),
@@ -383,6 +440,16 @@ describe("soak - checker", () => {
     const startedAfter = checkSoak({ ...input, pauses, runs: [...clean, run(1, 9, "b", 1, 2600, 2700), run(3, 1, "b", 1, 2650, 2660)].filter((x) => x.pid !== 2) });
     assert.deepEqual(startedAfter.notAttributable.map((d) => d.id), ["b/1"], "a resumed instance must not start what the new holder runs");
     assert.deepEqual(startedAfter.keyOverlaps.map((o) => o.key), ["b"]);
+  });
+
+  test("soak - checker: a stalled instance's run started while its last proof was valid is excused; one started later is not", () => {
+    const stall = { pid: 1, from: 1000, to: 3000, kind: "stall" as const, startsExcusedUntil: 2000 };
+    const withinProof = checkSoak({ ...input, pauses: [stall], runs: [...clean, run(1, 9, "b", 1, 1500, 2900), run(3, 1, "b", 1, 2600, 2610)].filter((x) => x.pid !== 2) });
+    assert.deepEqual(withinProof.duplicates.map((d) => d.attributable), ["paused"]);
+    assert.deepEqual(withinProof.keyOverlaps, []);
+    const pastProof = checkSoak({ ...input, pauses: [stall], runs: [...clean, run(1, 9, "b", 1, 2100, 2900), run(3, 1, "b", 1, 2600, 2610)].filter((x) => x.pid !== 2) });
+    assert.deepEqual(pastProof.notAttributable.map((d) => d.id), ["b/1"], "a start after the proof ran out is a fence failure");
+    assert.deepEqual(pastProof.keyOverlaps.map((o) => o.key), ["b"]);
   });
 
   test("soak - checker: the dead-letter stream must hold each poison message exactly once and nothing else", () => {
