@@ -16,6 +16,7 @@ import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/contex
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
+import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 import { AutoJoinedMember } from "./auto-member.js";
 import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
@@ -43,6 +44,21 @@ function elasticDriver(
   const consumerName = elasticConsumerName(member);
   /** The filters this instance last gave the consumer (a standby may have given the same). */
   let applied: string[] | undefined;
+  /** Creates the consumer only when no delete of it can be under way (see create-gate.ts). */
+  const createGate = new CreateGate();
+  /** What the member's consumer looks like now, against the config this instance would create. */
+  const look = async (jsm: JetStreamManager, config: Partial<ConsumerConfig>): Promise<{ seen: ConsumerSeen; created?: string }> => {
+    try {
+      const info = await jsm.consumers.info(wq, consumerName);
+      const theirs = info.config as unknown as Record<string, unknown>;
+      const ours = config as unknown as Record<string, unknown>;
+      const sameFilters = coversSettings(theirs, { filter_subjects: config.filter_subjects });
+      return { seen: { kind: "present", sameFilters, sameConfig: sameFilters && coversSettings(theirs, ours) }, created: info.created };
+    } catch (err) {
+      if (apiErrorCode(err) === ApiCode.ConsumerNotFound) return { seen: { kind: "absent" } };
+      throw err;
+    }
+  };
   /** The repartition record and partitioning filters as last read (to recognise copies a source switch replaced). */
   let seen: { record: RepartitionRecord | undefined; filters: ElasticConsumerGroupConfig["partitioning_filters"] } = { record: undefined, filters: null };
   /** Deletes the consumer made at `created` if it never delivered a message and nobody is pinned to it. */
@@ -126,7 +142,17 @@ function elasticDriver(
       config = { ...config, filter_subjects: filters };
       applied = filters;
       try {
-        const created = await jsm.consumers.add(wq, config);
+        const existing = await look(jsm, config);
+        const decision = createGate.decide(existing.seen, performance.now());
+        if (decision.kind === "wait") {
+          // An older consumer of this member: a conflict of modes is an error now, not after a drain.
+          if (decision.why === "other-filters") {
+            const modes = await describeModeConflict(jsm, wq, consumerName, config);
+            if (modes) throw new ConsumerGroupError("CONSUMER_CONFLICT", `the consumer "${consumerName}" of member "${member}" is in use with a different config: ${modes}`);
+          }
+          return "busy";
+        }
+        const created = decision.kind === "bind" && existing.created !== undefined ? { created: existing.created } : await jsm.consumers.add(wq, config);
         const after = await readLayout(jsm, wq);
         seen = { record: after.record, filters: groupConfig.partitioning_filters };
         if (!(await holdForSwitch(jsm, after))) {
@@ -178,6 +204,9 @@ function elasticDriver(
     },
     async cleanup() {
       // The consumer is not durable: it goes away after inactive_threshold, as in Go.
+    },
+    consumerDeleted() {
+      createGate.deleted();
     },
     replacedCopy(m) {
       // Most of the time there is no source switch to check against: the header is not even read.

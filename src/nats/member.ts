@@ -48,6 +48,8 @@ export interface MemberDriver<C> {
   cleanup(jsm: JetStreamManager): Promise<void>;
   /** Whether a delivered message is a copy a repartition's source switch replaced (acked, not handled). */
   replacedCopy?(m: JsMsg): boolean;
+  /** This instance deleted the member's consumer (the delete is over): its next create need not wait. */
+  consumerDeleted?(): void;
 }
 
 /** How often an instance reads its group's config to check that its watch still follows it. */
@@ -188,6 +190,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
     if (!stillOurs) return;
     try {
       await this.jsm.consumers.delete(this.driver.consumerStream, this.driver.consumerName);
+      this.driver.consumerDeleted?.();
     } catch (err) {
       if (apiErrorCode(err) !== ApiCode.ConsumerNotFound) this.report?.(wrapServerError(err, `deleting the member's consumer "${this.driver.consumerName}"`), 0);
     }

@@ -23,7 +23,7 @@ export interface SoakPayload {
 export type SoakLogLine =
   | { ev: "start"; pid: number; run: number; key: string; seq: number; at: number; dc: number }
   | { ev: "end"; pid: number; run: number; key: string; seq: number; at: number; ok: boolean; aborted: boolean }
-  | { ev: "status"; pid: number; at: number; type: string }
+  | { ev: "status"; pid: number; at: number; type: string; detail?: string }
   | { ev: "closed"; pid: number; at: number; error: string | null };
 
 /** One handler run, from its `start` line and (if it was written) its `end` line. */
@@ -52,6 +52,8 @@ export class SoakLogReader {
   readonly runs: HandlerRun[] = [];
   /** Status event counts by type, over all instances. */
   readonly statusCounts = new Map<string, number>();
+  /** The errors the members reported (`consumer_error`), with when and who. */
+  readonly errors: { pid: number; at: number; detail: string }[] = [];
   /** Members that stopped on their own, with their error. */
   readonly closed: { pid: number; at: number; error: string | null }[] = [];
   /** End lines without a start line (should be none). */
@@ -123,6 +125,7 @@ export class SoakLogReader {
       }
       case "status":
         this.statusCounts.set(line.type, (this.statusCounts.get(line.type) ?? 0) + 1);
+        if (line.detail !== undefined) this.errors.push({ pid: line.pid, at: line.at, detail: line.detail });
         break;
       case "closed":
         this.closed.push({ pid: line.pid, at: line.at, error: line.error });

@@ -71,7 +71,11 @@ const member = await elasticConsume(jetstream(nc), {
 });
 process.stdout.write(JSON.stringify({ ev: "ready", pid }) + "\n");
 void (async () => {
-  for await (const e of member.status()) record({ ev: "status", pid, at: now(), type: e.type });
+  for await (const e of member.status()) {
+    // An error's code and message go into the log: a failed run names what the server said.
+    const detail = e.type === "consumer_error" ? `${e.error.code}: ${e.error.message}` : undefined;
+    record({ ev: "status", pid, at: now(), type: e.type, ...(detail === undefined ? {} : { detail }) });
+  }
 })();
 
 let exiting = false;

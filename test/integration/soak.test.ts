@@ -336,9 +336,27 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     if (f.unexpectedExits.length > 0) problems.push(`instances that exited on their own: ${JSON.stringify(f.unexpectedExits)} ${JSON.stringify(f.log.closed)}`);
     if (churnErrors.length > 0) problems.push(`membership changes that failed: ${churnErrors.join("; ")}`);
     if (f.log.orphanEnds > 0) problems.push(`${f.log.orphanEnds} end records without a start`);
+    if (problems.length > 0) problems.push(disturbances(f, kills, problems.join("\n")));
     if (problems.length > 0) assert.fail(`soak (seed ${SEED}) found:\n\n${problems.join("\n\n")}`);
   });
 });
+
+/**
+ * What was done to the processes a failed run's report names (kills, SIGSTOP pulses,
+ * link stalls and slow links) and the errors they reported, in time order: the
+ * timeline a reader needs to tell a fault's documented effect from a broken promise.
+ */
+function disturbances(f: SoakFleet, kills: { member: string; pid: number; at: number }[], report: string): string {
+  const named = new Set([...report.matchAll(/pid (\d+)/g)].map((m) => Number(m[1])));
+  const at = (t: number): string => new Date(t).toISOString().slice(11, 23);
+  const lines: { t: number; text: string }[] = [
+    ...kills.filter((k) => named.has(k.pid)).map((k) => ({ t: k.at, text: `kill -9 of ${k.member} (pid ${k.pid})` })),
+    ...f.pauses.filter((p) => named.has(p.pid)).map((p) => ({ t: p.from, text: `${p.kind ?? "sigstop"} of pid ${p.pid} until ${at(p.to)}` })),
+    ...f.slowLinks.filter((s) => named.has(s.pid)).map((s) => ({ t: s.from, text: `slow link (${s.delayMs} ms per chunk) of pid ${s.pid} until ${at(s.to)}` })),
+    ...f.log.errors.map((e) => ({ t: e.at, text: `pid ${e.pid} reported ${e.detail}` })),
+  ].sort((a, b) => a.t - b.t);
+  return `what happened to the processes named above, and every error reported:\n${lines.map((l) => `  ${at(l.t)} ${l.text}`).join("\n") || "  nothing"}`;
+}
 
 function printFigures(
   r: SoakReport,
