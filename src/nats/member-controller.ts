@@ -502,6 +502,21 @@ export class MemberController<C> implements ConsumerGroupMember {
       onEnded: (reason) => void this.serial(() => this.onConsumerLost(holder.session, reason)),
       onStartsHeld: (reason, durationMs) => this.publish({ type: "starts_held", reason, durationMs }),
       onSlowConsumer: ({ blockedMs, busyShare }) => this.publish({ type: "slow_consumer", blockedMs, busyShare }),
+      onForeignDelivery: (subject, streamSequence) => {
+        this.reportError(
+          new ConsumerGroupError(
+            "CONSUMER_STATE_FOREIGN",
+            `the consumer "${this.port.consumerName}" delivered stream sequence ${streamSequence} on "${subject}", outside its filters: the server gave it the state of an earlier consumer of that name; it is not handled here, and the consumer is recreated`,
+          ),
+          0,
+        );
+        // Elastic: drain and recreate it (as a membership change does). A static durable holds the
+        // group's position: it is reported, never deleted here.
+        if (this.port.stopWhenConsumerLost) return;
+        void this.serial(async () => {
+          if (this.state.name === "consuming" && this.state.session === holder.session) await this.rebalance();
+        });
+      },
       onProofUnavailable: (reason) =>
         this.reportError(
           new ConsumerGroupError("PERMISSION_DENIED", `the answers to the pin keep-alive cannot be received (${reason}); starts are not fenced on the pin, so an instance cut off from the server may start messages after its standby took over: allow subscribing to the connection's inbox prefix`),

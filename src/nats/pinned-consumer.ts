@@ -19,6 +19,7 @@ import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-n
 import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
+import { FilterSet } from "../core/filter-set.js";
 import {
   apiPrefix,
   checkConsumeShape,
@@ -73,6 +74,12 @@ export interface PinnedConsumerEvents extends DispatchEvents {
   onSlowConsumer?(pressure: LoopPressure): void;
   /** The pin's proof cannot be had (the keep-alive's answers are not allowed): starts are not fenced on it. */
   onProofUnavailable?(reason: string): void;
+  /**
+   * The consumer delivered a message outside its filters (once per consume): the server
+   * gave it another consumer's state (a create that raced a delete of the same name). The
+   * message is neither handled nor acked here; its partition's owner has it.
+   */
+  onForeignDelivery?(subject: string, streamSequence: number): void;
 }
 
 /** A message handler. It may be async; it is awaited. */
@@ -108,6 +115,10 @@ export class PinnedConsumer {
   private lastDelivered: JsMsg | undefined;
   /** The consumer's creation time, as the server reported it when this instance bound to it. */
   private createdAt: string | undefined;
+  /** The consumer's filters when this consume began (a refresh only narrows them): a delivery outside them is foreign. */
+  private filters: FilterSet | undefined;
+  /** A foreign delivery was reported already. */
+  private foreignSeen = false;
   private gate: PullGate | undefined;
   /** True while the gate withholds a pull. */
   private gateShut = false;
@@ -185,6 +196,7 @@ export class PinnedConsumer {
     this.handle = consumer;
     const info = await consumer.info(true);
     this.createdAt = info.created;
+    this.filters = filterSetOf(info.config);
     const limit = info.config.max_ack_pending;
     if (limit !== undefined && limit > 0) this.ackPendingLimit = limit;
     watchLoopLag();
@@ -299,6 +311,11 @@ export class PinnedConsumer {
     if (size > this.largestDelivery) this.largestDelivery = size;
     if (this.settings.replacedCopy?.(m)) {
       m.ack();
+      return;
+    }
+    if (this.filters && !this.filters.matches(m.subject)) {
+      if (!this.foreignSeen) this.events.onForeignDelivery?.(m.subject, numbers.streamSequence);
+      this.foreignSeen = true;
       return;
     }
     this.dispatcher.push(m, numbers);
@@ -574,5 +591,15 @@ export class PinnedConsumer {
     } catch {
       // no consumer any more (no responders), or no answer in time: nothing to wait for
     }
+  }
+}
+
+/** The filters of a consumer config as a {@link FilterSet}, or undefined when they cannot be read (no fence then). */
+function filterSetOf(config: { filter_subject?: string; filter_subjects?: string[] }): FilterSet | undefined {
+  const filters = config.filter_subjects ?? (config.filter_subject ? [config.filter_subject] : []);
+  try {
+    return new FilterSet(filters);
+  } catch {
+    return undefined;
   }
 }

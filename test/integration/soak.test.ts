@@ -76,8 +76,14 @@ const LARGE_RATE = 0.03;
 const LARGE_BYTES: [number, number] = [200_000, 900_000];
 const MAX_DELIVER = 3;
 const BACKOFF_MS = [50, 100];
-/** The ack follows the handler's end record within an event-loop turn; this much is allowed on a loaded machine. */
-const ACK_GRACE_MS = 200;
+/**
+ * The ack follows the handler's end record within an event-loop turn, and the proxy
+ * forwards it within one of its own; this much is allowed for both on a loaded machine
+ * (at load 16 on 2 cores a run that ended 293 ms before a stall of its link, which a
+ * kill ended, was repeated: its ack had not got through before the stall). A run in
+ * flight across a pause or a stall gets the same grace.
+ */
+const ACK_GRACE_MS = 500;
 const DRAIN_TIMEOUT_MS = 120_000;
 
 console.log(`soak - seed ${SEED} (repeat with SOAK_SEED=${SEED} SOAK_SECONDS=${SECONDS}${MODE === "key" ? "" : ` SOAK_MODE=${MODE}`})`);

@@ -1,0 +1,90 @@
+/**
+ * A member's consumer whose server state holds deliveries outside its filters (what a
+ * create that raced a delete of the same name leaves; reproduced here the one way the
+ * server allows on purpose: narrowing a consumer's filters while messages are pending
+ * on it, which 2.15.3 then still redelivers). The instance must not run a message of
+ * a partition it does not own: it reports `CONSUMER_STATE_FOREIGN`, leaves the message
+ * to its owner, and recreates its consumer.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { addMembers, createElastic, elasticConsume, getElasticConsumerGroupConfig, partitionOf, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
+import { elasticGetPartitionFilters } from "../../src/core/assignment.js";
+import { FaultLog, KeyedPublisher } from "../helpers/fault-check.js";
+import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { sleep } from "../helpers/load-harness.js";
+import { nanos } from "../helpers/load-scenario.js";
+
+describe("consumer foreign state - deliveries outside the consumer's filters", () => {
+  let env: TestEnv;
+  const members: ConsumerGroupMember[] = [];
+  before(async () => {
+    env = await startEnv();
+  });
+  after(async () => {
+    await Promise.allSettled(members.splice(0).map((m) => m.stop()));
+    await env.close();
+  });
+
+  test("consumer foreign state - a delivery of another member's partition is not run, is reported, and the consumer is recreated", { timeout: 120_000 }, async () => {
+    const stream = uniqueName("foreign");
+    const group = "g";
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    await createElastic(env.js, { stream, group, maxMembers: 4, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(env.js, stream, group, ["m1", "m2"]);
+    const wq = workQueueStreamName(stream, group);
+    const own = elasticGetPartitionFilters(await getElasticConsumerGroupConfig(env.js, stream, group), "m1");
+    const all = [0, 1, 2, 3].map((p) => `${p}.${stream}.*`);
+    assert.ok(own.length === 2 && own.every((f) => all.includes(f)), `m1 owns two partitions (${own.join(", ")})`);
+    const publisher = new KeyedPublisher(env.js, (key) => `${stream}.${key}`, 24, stream);
+    await publisher.publish(48);
+    await waitFor(async () => (await env.jsm.streams.info(wq)).state.messages === 48, 10_000, "the work queue to hold all 48");
+
+    // m1's consumer, made by hand over every partition; everything delivered and left unacked; then narrowed to m1's own.
+    await env.jsm.consumers.add(wq, {
+      name: "m1",
+      ack_policy: "explicit",
+      ack_wait: nanos(1000),
+      filter_subjects: all,
+      // The member's own settings, so the instance binds to it as it is (it expires after 1 s unused: the instance starts at once).
+      inactive_threshold: nanos(1000),
+      priority_groups: ["PCG"],
+      priority_policy: "pinned_client",
+      priority_timeout: nanos(1000),
+    });
+    const fetched = await (await env.js.consumers.get(wq, "m1")).fetch({ max_messages: 48, expires: 3000, group: "PCG" });
+    let pending = 0;
+    for await (const m of fetched) if (m) pending += 1;
+    assert.equal(pending, 48);
+    await env.jsm.consumers.update(wq, "m1", { filter_subjects: own });
+    const firstCreated = (await env.jsm.consumers.info(wq, "m1")).created;
+
+    const log = new FaultLog();
+    const errors: { code: string; message: string }[] = [];
+    const start = async (member: string): Promise<void> => {
+      const c = await env.connect();
+      const instance = await elasticConsume(c.js, { stream, group, member, consumerConfig: { ack_wait: nanos(1000) }, handler: log.handler(member) });
+      members.push(instance);
+      void (async () => {
+        for await (const e of instance.status()) if (e.type === "consumer_error") errors.push({ code: e.error.code, message: e.error.message });
+      })();
+    };
+    // m1 alone first: the server redelivers it the other partitions' messages after AckWait (m2 would otherwise ack them first).
+    await start("m1");
+    await waitFor(() => errors.some((e) => e.code === "CONSUMER_STATE_FOREIGN"), 15_000, "m1 to report the foreign deliveries");
+    await start("m2");
+    await waitFor(() => log.unique() === 48 && log.allEnded(), 30_000, "all 48 handled").catch((err: unknown) => {
+      throw new Error(`${String(err)} (have ${log.unique()}; errors ${JSON.stringify(errors)})`);
+    });
+    await sleep(2500); // past AckWait: a foreign delivery run by m1, or a message left unacked, would show now
+    const ownPartitions = new Set(own.map((f) => Number(f.split(".")[0])));
+    const byM1 = log.runs.filter((r) => r.who === "m1");
+    const foreignRuns = byM1.filter((r) => !ownPartitions.has(partitionOf(`${stream}.${r.key}`, 4, { filter: `${stream}.*`, wildcards: [1] })));
+    assert.deepEqual(foreignRuns.map((r) => `${r.key}/${r.seq}`), [], "m1 ran no message of a partition it does not own");
+    const report = log.check(publisher.published);
+    assert.deepEqual(report.lost, [], "nothing lost");
+    assert.equal(report.duplicates, 0, "nothing run twice");
+    assert.deepEqual(report.overlaps, [], "no key on two members at once");
+    await waitFor(async () => (await env.jsm.consumers.info(wq, "m1")).created !== firstCreated, 10_000, "m1's consumer to be recreated");
+  });
+});

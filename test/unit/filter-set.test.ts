@@ -1,0 +1,29 @@
+/** Matching delivered subjects against a consumer's filters, without a server. */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { FilterSet } from "../../src/core/filter-set.js";
+
+describe("filter set", () => {
+  const cases: { filters: string[]; subject: string; matches: boolean }[] = [
+    { filters: ["0.>", "3.>"], subject: "3.orders.k1", matches: true },
+    { filters: ["0.>", "3.>"], subject: "2.orders.k1", matches: false },
+    { filters: ["0.>", "3.>"], subject: "30.orders.k1", matches: false },
+    { filters: ["0.>"], subject: "0", matches: false },
+    { filters: [], subject: "anything.at.all", matches: true },
+    { filters: ["*.orders.k1"], subject: "7.orders.k1", matches: true },
+    { filters: ["*.orders.k1"], subject: "7.orders.k2", matches: false },
+    { filters: ["1.>", "8.mapped.*.x"], subject: "8.mapped.a.x", matches: true },
+    { filters: ["1.>", "8.mapped.*.x"], subject: "8.mapped.a.y", matches: false },
+    { filters: [">"], subject: "a.b", matches: true },
+    { filters: ["orders.>"], subject: "orders.a", matches: true },
+    { filters: ["0.s.*", "1.s.*"], subject: "1.s.k7", matches: true },
+    { filters: ["0.s.*", "1.s.*"], subject: "2.s.k7", matches: false },
+    { filters: ["0.s.*", "1.s.*"], subject: "1.s.k7.extra", matches: false },
+    { filters: ["0.s.*"], subject: "0", matches: false },
+  ];
+  for (const c of cases) {
+    test(`filter set - ${JSON.stringify(c.filters)} ${c.matches ? "matches" : "does not match"} ${c.subject}`, () => {
+      assert.equal(new FilterSet(c.filters).matches(c.subject), c.matches);
+    });
+  }
+});
