@@ -142,8 +142,15 @@ function elasticDriver(
       config = { ...config, filter_subjects: filters };
       applied = filters;
       try {
-        const existing = await look(jsm, config);
-        const decision = createGate.decide(existing.seen, performance.now());
+        let existing = await look(jsm, config);
+        let decision = createGate.decide(existing.seen, performance.now());
+        // Absent: look again once the absence has lasted long enough (a join then takes at most that much longer).
+        for (let looks = 0; decision.kind === "wait" && decision.why === "absent-too-briefly" && looks < 3; looks++) {
+          const waitMs = decision.lookAgainInMs + 5;
+          await new Promise((r) => setTimeout(r, waitMs));
+          existing = await look(jsm, config);
+          decision = createGate.decide(existing.seen, performance.now());
+        }
         if (decision.kind === "wait") {
           // An older consumer of this member: a conflict of modes is an error now, not after a drain.
           if (decision.why === "other-filters") {

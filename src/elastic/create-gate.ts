@@ -21,8 +21,10 @@ export type CreateDecision =
   | { kind: "create" }
   /** It exists with this instance's config: consume it as it is, without a create. */
   | { kind: "bind" }
-  /** Not now: look again shortly. `why` says what it waits for. */
-  | { kind: "wait"; why: "absent-too-briefly" | "other-filters" };
+  /** Not yet absent long enough: look again in `lookAgainInMs`. */
+  | { kind: "wait"; why: "absent-too-briefly"; lookAgainInMs: number }
+  /** An older consumer of the member exists: look again shortly. */
+  | { kind: "wait"; why: "other-filters" };
 
 /** What an instance saw of its member's consumer. */
 export type ConsumerSeen =
@@ -58,7 +60,8 @@ export class CreateGate {
       return { kind: "create" };
     }
     this.absentSince ??= now;
-    if (now - this.absentSince < this.absentBeforeCreateMs) return { kind: "wait", why: "absent-too-briefly" };
+    const left = this.absentBeforeCreateMs - (now - this.absentSince);
+    if (left > 0) return { kind: "wait", why: "absent-too-briefly", lookAgainInMs: left };
     this.absentSince = undefined;
     return { kind: "create" };
   }

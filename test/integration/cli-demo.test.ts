@@ -9,9 +9,14 @@ import { fileURLToPath } from "node:url";
 
 const CG = fileURLToPath(new URL("../../src/cli/main.js", import.meta.url));
 
-function demoProcesses(): string[] {
+/**
+ * Member processes still running of the demo whose server is at `url` (its members get
+ * the URL as their first argument; other demos may run on the machine at the same time).
+ */
+function demoProcesses(url: string): string[] {
+  const pattern = `cli/demo/member-process.js ${url.replace(/[.]/g, "\\.")}( |$)`;
   try {
-    return execFileSync("pgrep", ["-f", "cli/demo/member-process.js"], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
+    return execFileSync("pgrep", ["-f", pattern], { encoding: "utf8" }).trim().split("\n").filter(Boolean);
   } catch {
     return [];
   }
@@ -34,8 +39,9 @@ describe("cli - cg demo", () => {
     assert.equal(result.out_of_order_keys, 0);
     assert.ok(result.failover_ms !== null, "the standby took over");
     assert.ok(result.rebalance_ms !== null, "the fourth member handled orders");
-    assert.match(stderr, /started an embedded nats-server/);
-    assert.deepEqual(demoProcesses(), [], "no member process left behind");
+    const url = /started an embedded nats-server \S+ on (nats:\/\/127\.0\.0\.1:\d+)/.exec(stderr)?.[1];
+    assert.ok(url, `the demo names its server's URL (stderr: ${stderr.slice(0, 300)})`);
+    assert.deepEqual(demoProcesses(url), [], "no member process left behind");
   });
 
   test("cli - demo: Ctrl-C stops it, cleans up and exits 130", async () => {
@@ -52,6 +58,8 @@ describe("cli - cg demo", () => {
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
     assert.equal(code, 130, stderr);
     assert.match(stderr, /interrupted; everything it started was cleaned up/);
-    assert.deepEqual(demoProcesses(), [], "no member process left behind");
+    const url = /started an embedded nats-server \S+ on (nats:\/\/127\.0\.0\.1:\d+)/.exec(stderr)?.[1];
+    assert.ok(url, `the demo names its server's URL (stderr: ${stderr.slice(0, 300)})`);
+    assert.deepEqual(demoProcesses(url), [], "no member process left behind");
   });
 });

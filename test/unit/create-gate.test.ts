@@ -76,7 +76,8 @@ describe("create gate", () => {
 
   test("create gate - a wait says what it waits for", () => {
     const gate = new CreateGate(300);
-    assert.deepEqual(gate.decide(absent, 0), { kind: "wait", why: "absent-too-briefly" });
+    assert.deepEqual(gate.decide(absent, 0), { kind: "wait", why: "absent-too-briefly", lookAgainInMs: 300 });
+    assert.deepEqual(gate.decide(absent, 120), { kind: "wait", why: "absent-too-briefly", lookAgainInMs: 180 });
     assert.deepEqual(gate.decide(older, 0), { kind: "wait", why: "other-filters" });
   });
 });
