@@ -238,13 +238,14 @@ export class PinnedConsumer {
   /** Whether a handler may start now (the {@link StartGuard}'s phase), reporting a hold or fence that ends. */
   private mayStart(): boolean {
     const now = performance.now();
-    const phase = this.guard.phase(now);
-    if (phase.kind === "consuming") {
+    if (this.guard.mayStart(now)) {
       const refused = this.refused;
+      if (refused === undefined) return true;
       this.refused = undefined;
-      if (refused && now - refused.since >= REPORTED_HOLD_MS) this.events.onStartsHeld?.(refused.reason, Math.round(now - refused.since));
+      if (now - refused.since >= REPORTED_HOLD_MS) this.events.onStartsHeld?.(refused.reason, Math.round(now - refused.since));
       return true;
     }
+    const phase = this.guard.phase(now);
     if (phase.kind !== "yielded") this.refused ??= { since: now, reason: phase.kind === "holding" ? phase.reason : "fenced" };
     if (phase.kind === "fenced" && now - this.lastKeepAliveAt >= PROOF_RETRY_MS) this.keepPin();
     return false;

@@ -47,6 +47,19 @@ export type StartPhase =
   | { kind: "fenced"; since: number }
   | { kind: "yielded" };
 
+/** What the owner of a {@link StartGuard} must do after a delivery. */
+export interface DeliveryAction {
+  /** A new pin: send a keep-alive at once (nothing starts before its answer). */
+  readonly prove: boolean;
+  /** A hold began: read the consumer's state (see {@link StartGuard.settled}). */
+  readonly settle: boolean;
+}
+
+// One object per answer, shared: a delivery builds none.
+const NOTHING_TO_DO: DeliveryAction = Object.freeze({ prove: false, settle: false });
+const SETTLE: DeliveryAction = Object.freeze({ prove: false, settle: true });
+const PROVE_AND_SETTLE: DeliveryAction = Object.freeze({ prove: true, settle: true });
+
 /** The timings of the rules. */
 export interface StartGuardSettings {
   /** The consumer's PinnedTTL in ms. */
@@ -112,24 +125,23 @@ export class StartGuard {
    * @param redelivered - its delivery count is above 1
    * @param now - monotonic ms
    */
-  delivered(pin: string | undefined, consumerSeq: number, redelivered: boolean, now: number): { prove: boolean; settle: boolean } {
-    const next = { prove: false, settle: false };
+  delivered(pin: string | undefined, consumerSeq: number, redelivered: boolean, now: number): DeliveryAction {
+    let next = NOTHING_TO_DO;
     if (pin && pin !== this.pin) {
       this.pin = pin;
       if (this.proof.kind !== "unavailable") this.proof = { kind: "none" };
       this.hold("takeover", now);
       if (redelivered) this.hold("redeliveries", now, now + this.settings.redeliveryHoldMs);
-      next.prove = true;
-      next.settle = true;
+      next = PROVE_AND_SETTLE;
     } else if (this.lastConsumerSeq !== undefined && consumerSeq !== this.lastConsumerSeq + 1) {
       // Skipped deliveries went to someone else (a dropped socket, a stale pull); a lower one means the
       // consumer's delivery state went back (a leader change, a recreated consumer).
       this.hold("gap", now);
-      next.settle = true;
+      next = SETTLE;
     }
     this.lastConsumerSeq = consumerSeq;
     // The server sends fresh messages only once its redelivery queue is empty.
-    if (!redelivered) this.release("redeliveries");
+    if (!redelivered && this.holds.length > 0) this.release("redeliveries");
     return next;
   }
 
@@ -201,9 +213,19 @@ export class StartGuard {
     return { kind: "fenced", since: this.fencedSince };
   }
 
-  /** Whether a handler may start at `now`. */
+  /**
+   * Whether a handler may start at `now`: the same answer as `phase(now).kind ===
+   * "consuming"`, without building the phase (it is asked before every start).
+   */
   mayStart(now: number): boolean {
-    return this.phase(now).kind === "consuming";
+    if (this.proof.kind === "lost") return false;
+    if (this.holds.length > 0 && this.activeHold(now)) return false;
+    if (this.proof.kind === "unavailable") return true;
+    if (this.proof.kind === "alive" && now < this.proof.sentAt + this.settings.pinnedTtlMs - proofMarginMs(this.settings.pinnedTtlMs)) {
+      this.fencedSince = undefined;
+      return true;
+    }
+    return false;
   }
 
   private activeHold(now: number): Hold | undefined {

@@ -157,3 +157,50 @@ describe("start guard - the pin's proof", () => {
     assert.equal(proofMarginMs(30_000), 3000);
   });
 });
+
+describe("start guard - mayStart (asked before every start) answers as the phase does", () => {
+  // Every state the rules reach, one step after another; at each step and at several times the fast answer
+  // must be the phase's, or a start could slip through a hold or a fence.
+  const steps: { name: string; act: (g: StartGuard) => void }[] = [
+    { name: "new", act: () => undefined },
+    { name: "first delivery (takeover, redelivered)", act: (g) => g.delivered("p", 1, true, 0) },
+    { name: "proof", act: (g) => g.pinAnswered("p", 0, false) },
+    { name: "settled", act: (g) => g.settled(g.stateReadStarted()) },
+    { name: "fresh delivery", act: (g) => g.delivered("p", 2, false, 10) },
+    { name: "gap", act: (g) => g.delivered("p", 5, false, 20) },
+    { name: "settled again", act: (g) => g.settled(g.stateReadStarted()) },
+    { name: "newer proof", act: (g) => g.pinAnswered("p", 1500, false) },
+    { name: "unpinned", act: (g) => g.unpinned() },
+    { name: "new pin", act: (g) => g.delivered("q", 9, false, 3000) },
+    { name: "proof for it", act: (g) => g.pinAnswered("q", 3000, false) },
+    { name: "abandoned holds", act: (g) => g.abandonHolds() },
+    { name: "423", act: (g) => g.pinAnswered("q", 3100, true) },
+    { name: "another pin, proof unavailable", act: (g) => (g.delivered("r", 20, false, 6000), g.proofUnavailable()) },
+    { name: "its holds settled", act: (g) => g.settled(g.stateReadStarted()) },
+  ];
+  test("start guard - at every step and at times around each deadline, mayStart(t) === (phase(t) is consuming)", () => {
+    const g = guard();
+    const margin = proofMarginMs(TTL);
+    const times = [0, 1, 499, 500, 1000, TTL - margin - 1, TTL - margin, 1500 + TTL - margin - 1, 1500 + TTL - margin, 3000 + TTL - margin, 6000, 10 * TTL];
+    const seen = new Set<boolean>();
+    for (const step of steps) {
+      step.act(g);
+      for (const t of times) {
+        const fast = g.mayStart(t);
+        assert.equal(fast, g.phase(t).kind === "consuming", `${step.name}, at ${t}: mayStart ${fast}, phase ${kind(g.phase(t))}`);
+        seen.add(fast);
+      }
+    }
+    assert.deepEqual([...seen].sort(), [false, true], "the steps reach both answers");
+  });
+
+  test("start guard - a delivery's answer is one shared object per kind (no allocation per message)", () => {
+    const g = consuming();
+    const a = g.delivered("p", 2, false, 10);
+    const b = g.delivered("p", 3, false, 11);
+    assert.equal(a, b);
+    assert.deepEqual(a, { prove: false, settle: false });
+    assert.deepEqual(g.delivered("p", 9, false, 12), { prove: false, settle: true });
+    assert.deepEqual(g.delivered("z", 10, false, 13), { prove: true, settle: true });
+  });
+});
