@@ -138,7 +138,7 @@ export function isTransientServerError(err: unknown): boolean {
   for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
     const e = current as { name?: unknown; message?: unknown; cause?: unknown; code?: unknown };
     const text = `${typeof e.name === "string" ? e.name : ""} ${typeof e.message === "string" ? e.message : typeof current === "string" ? current : ""}`;
-    if (/timeout|jetstream (system )?(temporarily )?not available|no suitable peers|leader/i.test(text)) return true;
+    if (/timeout|no responders|jetstream (system )?(temporarily )?(not available|unavailable)|no suitable peers|leader/i.test(text)) return true;
     current = e.cause;
   }
   return false;
