@@ -289,7 +289,11 @@ export class AutoMembership {
     this.healthySince = Math.min(this.healthySince, sent);
   }
 
-  private scheduleRenew(delayMs = this.settings.leaseTtlMs / 3): void {
+  /**
+   * Renews a third of the TTL after the last successful write was sent (not after its
+   * answer came: on a slow link the round trip would stretch every period by itself).
+   */
+  private scheduleRenew(delayMs = Math.max(0, this.validUntil - (2 * this.settings.leaseTtlMs) / 3 - performance.now())): void {
     if (this.closed) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = setTimeout(() => {
