@@ -5,6 +5,7 @@
 import type { MemberMapping, MemberStatus } from "../index.js";
 import type { CreatedDoc, DeletedDoc, GroupListDoc, InfoDoc, LagDoc, MappingsDoc, MemberEventDoc, MemberInfoDoc, MembersDoc, MessageDoc, PartitionRow, PubDoc, StepDownDoc } from "./model.js";
 import type { Styler } from "./output.js";
+import { SLOW_CONSUMER_BLOCK_MS, SLOW_CONSUMER_BUSY_SHARE } from "../nats/loop-lag.js";
 import { formatDuration } from "./parse.js";
 
 /** Go's `%v` of a string or number slice: `[a b c]`. */
@@ -191,7 +192,7 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
     case "starts_held":
       return { event: "starts_held", ...base, reason: status.reason, duration_ms: status.durationMs };
     case "slow_consumer":
-      return { event: "slow_consumer", ...base, blocked_ms: status.blockedMs, busy_share: status.busyShare };
+      return { event: "slow_consumer", ...base, blocked_ms: status.blockedMs, busy_share: status.busyShare, asked_bytes: status.askedBytes };
     case "events_dropped":
       return { event: "events_dropped", ...base, count: status.count };
     case "membership_written":
@@ -208,6 +209,15 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
 }
 
 /** Why starts were held, in words. */
+/** Why a disconnect is taken for a slow-consumer cut, in words: the strongest of the signals. */
+function slowConsumerWhy(doc: Record<string, unknown>): string {
+  const blocked = Number(doc["blocked_ms"]);
+  const busy = Number(doc["busy_share"]);
+  if (blocked >= SLOW_CONSUMER_BLOCK_MS) return `right after the event loop was blocked for ${formatDuration(blocked)}`;
+  if (busy >= SLOW_CONSUMER_BUSY_SHARE) return `right after the event loop was busy ${Math.round(busy * 100)} % of the time`;
+  return `while its pulls could bring ${Math.round(Number(doc["asked_bytes"]) / (1024 * 1024))} MiB, more than the server queues for a client by default (64 MiB)`;
+}
+
 function holdWords(reason: string): string {
   switch (reason) {
     case "takeover":
@@ -270,7 +280,7 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
     case "starts_held":
       return `${head} ${s.yellow("starts held")} ${formatDuration(Number(doc["duration_ms"]))} (${holdWords(String(doc["reason"]))}), consuming again`;
     case "slow_consumer":
-      return `${head} ${s.red("slow consumer")}: the connection was lost right after the event loop was ${Number(doc["blocked_ms"]) >= 250 ? `blocked for ${formatDuration(Number(doc["blocked_ms"]))}` : `busy ${Math.round(Number(doc["busy_share"]) * 100)} % of the time`}; the server most likely cut it for reading too slowly. Lost deliveries come back after AckWait and starts wait for them. Keep handlers from blocking the event loop, or lower maxBufferedBytes`;
+      return `${head} ${s.red("slow consumer")}: the connection was lost ${slowConsumerWhy(doc)}; the server most likely cut it for reading too slowly. Lost deliveries come back after AckWait and starts wait for them. Keep handlers from blocking the event loop, or lower maxBufferedBytes`;
     case "events_dropped":
       return `${head} ${s.yellow(`${String(doc["count"])} status events dropped`)} (not read in time)`;
     case "membership_written":

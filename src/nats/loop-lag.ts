@@ -49,6 +49,27 @@ export interface LoopPressure {
   busyShare: number;
 }
 
+/** The nats-server's default `max_pending` (64 MiB): it cuts a client that has more than this queued and unread. */
+export const SERVER_DEFAULT_MAX_PENDING = 64 * 1024 * 1024;
+/** A block of the event loop this long right before a disconnect is taken as a slow-consumer cut. */
+export const SLOW_CONSUMER_BLOCK_MS = 250;
+/** A loop this busy (share of the last ~2 s) right before a disconnect is taken as a slow-consumer cut. */
+export const SLOW_CONSUMER_BUSY_SHARE = 0.9;
+
+/**
+ * Whether a disconnect was most likely the server cutting a slow consumer. The server
+ * says nothing before it closes; what the client knows is how it read (a long block,
+ * a loop with no idle time) and how much it had asked for: pulls outstanding for at
+ * least the server's default `max_pending` let the server queue enough to cut it,
+ * however idle the loop looked (a loaded machine's scheduler hides the stall from the
+ * loop's own clock).
+ *
+ * @param askedBytes - the bytes this instance's outstanding pulls could still bring
+ */
+export function likelySlowConsumerCut(pressure: LoopPressure, askedBytes: number): boolean {
+  return pressure.blockedMs >= SLOW_CONSUMER_BLOCK_MS || pressure.busyShare >= SLOW_CONSUMER_BUSY_SHARE || askedBytes >= SERVER_DEFAULT_MAX_PENDING;
+}
+
 /** The event loop's recent blocks and busy share (zeros before {@link watchLoopLag}). */
 export function loopPressure(): LoopPressure {
   if (!timer) return { blockedMs: 0, busyShare: 0 };

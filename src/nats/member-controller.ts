@@ -501,7 +501,7 @@ export class MemberController<C> implements ConsumerGroupMember {
       },
       onEnded: (reason) => void this.serial(() => this.onConsumerLost(holder.session, reason)),
       onStartsHeld: (reason, durationMs) => this.publish({ type: "starts_held", reason, durationMs }),
-      onSlowConsumer: ({ blockedMs, busyShare }) => this.publish({ type: "slow_consumer", blockedMs, busyShare }),
+      onSlowConsumer: ({ blockedMs, busyShare }, askedBytes) => this.publish({ type: "slow_consumer", blockedMs, busyShare, askedBytes }),
       onForeignDelivery: (subject, streamSequence) => {
         this.reportError(
           new ConsumerGroupError(

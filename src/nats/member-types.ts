@@ -218,10 +218,11 @@ export type MemberStatus =
       durationMs: number;
     }
   /**
-   * The connection was lost right after the event loop was blocked (`blockedMs`) or had
-   * almost no idle time (`busyShare`): most likely the server cut it as a slow consumer
-   * (it read too slowly while the server had more queued for it than its
-   * `max_pending`). Deliveries lost with it come back after AckWait; starts are held
+   * The connection was lost right after the event loop was blocked (`blockedMs`), had
+   * almost no idle time (`busyShare`), or while the instance's pulls could bring at least
+   * the server's default `max_pending` of 64 MiB (`askedBytes`): most likely the server cut
+   * it as a slow consumer (it read too slowly while the server had more queued for it
+   * than its `max_pending`). Deliveries lost with it come back after AckWait; starts are held
    * until then (see `starts_held`). Handlers that keep the event loop busy (synchronous
    * work) cause it; so does a `maxBufferedBytes` above the server's limit.
    */
@@ -232,6 +233,8 @@ export type MemberStatus =
       blockedMs: number;
       /** The share of the ~2 s before the disconnect the event loop was busy (0 to 1). */
       busyShare: number;
+      /** What the instance's outstanding pulls could still bring at the disconnect, in bytes (an upper bound). */
+      askedBytes: number;
     }
   /** Events were dropped because nobody read this status iterator: `count` since the last event read. */
   | {

@@ -35,7 +35,7 @@ import {
   type PullAllowance,
   type PullGate,
 } from "./client-seam.js";
-import { loopPressure, watchLoopLag, type LoopPressure } from "./loop-lag.js";
+import { likelySlowConsumerCut, loopPressure, watchLoopLag, type LoopPressure } from "./loop-lag.js";
 import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
@@ -45,9 +45,6 @@ import { writeBatchOf } from "./write-batch.js";
 const REDELIVERY_HOLD_MS = 500;
 /** A fenced instance asks for the pin's proof at most this often. */
 const PROOF_RETRY_MS = 250;
-/** A block of the event loop this long, or a loop this busy, right before a disconnect is reported as a likely slow-consumer cut. */
-const SLOW_CONSUMER_BLOCK_MS = 250;
-const SLOW_CONSUMER_BUSY_SHARE = 0.9;
 /** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
 const REPORTED_HOLD_MS = 100;
 
@@ -71,7 +68,7 @@ export interface PinnedConsumerEvents extends DispatchEvents {
   /** Starts were held (or fenced: no proof of the pin) for `durationMs` and may go on now. */
   onStartsHeld?(reason: HoldReason | "fenced", durationMs: number): void;
   /** The connection was lost right after the event loop was blocked or saturated: most likely the server cut it as a slow consumer. */
-  onSlowConsumer?(pressure: LoopPressure): void;
+  onSlowConsumer?(pressure: LoopPressure, askedBytes: number): void;
   /** The pin's proof cannot be had (the keep-alive's answers are not allowed): starts are not fenced on it. */
   onProofUnavailable?(reason: string): void;
   /**
@@ -127,6 +124,8 @@ export class PinnedConsumer {
   private ackPendingLimit = Number.POSITIVE_INFINITY;
   /** The largest delivery seen, in bytes: what the byte budget expects of each message asked for. */
   private largestDelivery = 0;
+  /** What the pulls outstanding at the last pull could bring, in bytes (an upper bound: the largest delivery seen stands for each). */
+  private askedBytes = 0;
   /** The keep-alives whose answers are awaited, by the last token of their reply subject. */
   private readonly keepAlivesSent = new Map<string, { pin: string; sentAt: number }>();
   private keepAliveCount = 0;
@@ -291,7 +290,7 @@ export class PinnedConsumer {
         if (this.stopping) break;
         if (s.type !== "disconnect") continue;
         const pressure = loopPressure();
-        if (pressure.blockedMs >= SLOW_CONSUMER_BLOCK_MS || pressure.busyShare >= SLOW_CONSUMER_BUSY_SHARE) this.events.onSlowConsumer?.(pressure);
+        if (likelySlowConsumerCut(pressure, this.askedBytes)) this.events.onSlowConsumer?.(pressure, this.askedBytes);
       }
     } catch {
       // the connection closed
@@ -387,11 +386,17 @@ export class PinnedConsumer {
     let room = this.settings.localBufferCap - held - outstanding;
     const byteRoom = this.settings.maxBufferedBytes - this.largestDelivery * (held + outstanding);
     if (this.largestDelivery > 0) room = Math.min(room, Math.floor(byteRoom / this.largestDelivery));
-    if (room > 0) return { batch: room, maxBytes: byteRoom };
+    if (room > 0) {
+      this.askedBytes = this.largestDelivery > 0 ? this.largestDelivery * (outstanding + room) : byteRoom;
+      return { batch: room, maxBytes: byteRoom };
+    }
+    this.askedBytes = this.largestDelivery * outstanding;
     if (outstanding > 0) return { batch: 0 };
     const refusedSince = this.refused?.since;
     const waiting = this.guard.needsSettling && refusedSince !== undefined && performance.now() - refusedSince >= this.settings.pinnedTtlMs;
-    return { batch: held === 0 || waiting ? 1 : 0 };
+    const batch = held === 0 || waiting ? 1 : 0;
+    this.askedBytes += this.largestDelivery * batch;
+    return { batch };
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */

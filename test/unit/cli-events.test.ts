@@ -36,7 +36,7 @@ const examples: { [K in MemberStatus["type"]]: Extract<MemberStatus, { type: K }
   lease_lost: { type: "lease_lost", error: err },
   lease_restored: { type: "lease_restored" },
   starts_held: { type: "starts_held", reason: "gap", durationMs: 5021 },
-  slow_consumer: { type: "slow_consumer", blockedMs: 40, busyShare: 0.97 },
+  slow_consumer: { type: "slow_consumer", blockedMs: 40, busyShare: 0.97, askedBytes: 2 * 1024 * 1024 },
 };
 const every: MemberStatus[] = Object.values(examples);
 
@@ -52,4 +52,18 @@ describe("cli - member events", () => {
       if (status.type !== "unpinned" && status.type !== "lease_restored") assert.ok(details.length > 0, `${status.type} carries its details in JSON`);
     }
   });
+});
+
+describe("cli - slow consumer wording", () => {
+  const cases: { name: string; blockedMs: number; busyShare: number; askedBytes: number; says: RegExp }[] = [
+    { name: "a long block", blockedMs: 900, busyShare: 0.2, askedBytes: 0, says: /blocked for/ },
+    { name: "a busy loop", blockedMs: 40, busyShare: 0.97, askedBytes: 0, says: /busy 97 %/ },
+    { name: "pulls that could bring more than the server queues", blockedMs: 40, busyShare: 0.5, askedBytes: 256 * 1024 * 1024, says: /could bring 256 MiB/ },
+  ];
+  for (const c of cases) {
+    test(`cli - slow_consumer after ${c.name} says why`, () => {
+      const line = renderEvent(memberEvent({ type: "slow_consumer", blockedMs: c.blockedMs, busyShare: c.busyShare, askedBytes: c.askedBytes }, "m1", new Date(0)), plain);
+      assert.match(line, c.says);
+    });
+  }
 });
