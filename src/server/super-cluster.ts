@@ -16,6 +16,14 @@ interface JszStreams {
   }[];
 }
 
+/** What `/jsz` reports about the JetStream meta group. */
+interface JszMeta {
+  meta_cluster?: { leader?: string; cluster_size?: number; replicas?: { name: string; current?: boolean }[] };
+}
+
+/** How long {@link NatsSuperCluster.start} waits for the meta leader to see every node current. */
+const META_READY_MS = 30_000;
+
 /**
  * A JetStream super-cluster on loopback: `clusters` clusters of `size` nodes each
  * (default 2 × 3), every cluster with its own name and routes, all joined by
@@ -73,7 +81,38 @@ export class NatsSuperCluster {
       }));
     });
     const nodes = await startNodes(specs);
-    return new NatsSuperCluster(names.map((name, c) => new NatsCluster(nodes.slice(c * size, (c + 1) * size), name)));
+    const sc = new NatsSuperCluster(names.map((name, c) => new NatsCluster(nodes.slice(c * size, (c + 1) * size), name)));
+    try {
+      await sc.waitMetaCurrent();
+    } catch (err) {
+      await sc.stop();
+      throw err;
+    }
+    return sc;
+  }
+
+  /**
+   * Waits until the JetStream meta leader sees every other node as a current peer. Every
+   * node is healthy before that, but a stream placed in a cluster whose nodes the meta
+   * leader has not heard from yet fails with "no suitable peers for placement".
+   *
+   * @throws Error after 30 s
+   */
+  async waitMetaCurrent(): Promise<void> {
+    const deadline = performance.now() + META_READY_MS;
+    const others = this.nodes.length - 1;
+    for (;;) {
+      for (const n of this.nodes) {
+        const jsz = await n.monitor<JszMeta>("/jsz").catch(() => undefined);
+        const meta = jsz?.meta_cluster;
+        // Only the leader knows which peers are current.
+        if (!meta || meta.leader !== n.name) continue;
+        const current = (meta.replicas ?? []).filter((r) => r.current === true).length;
+        if (current >= others) return;
+      }
+      if (performance.now() > deadline) throw new Error(`the JetStream meta leader did not see all ${others + 1} nodes current within ${META_READY_MS} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /** The cluster of that name. */
