@@ -1,7 +1,7 @@
 /**
  * Starts and controls a real nats-server process on loopback: a throwaway single
- * server or one node of a local cluster. Used by `cg demo` and by the tests.
- * It never talks to a server it did not start.
+ * server or one node of a local cluster (super-clusters: `super-cluster.ts`). Used by
+ * `cg demo` and by the tests. It never talks to a server it did not start.
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -82,6 +82,32 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * `count` distinct free TCP ports on 127.0.0.1: all are held open until every one is
+ * chosen, so none is handed out twice (one {@link freePort} after another may return a
+ * port just closed). Free when returned; another process may still take one first.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = Array.from({ length: count }, () => createServer());
+  try {
+    return await Promise.all(
+      servers.map(
+        (srv) =>
+          new Promise<number>((resolve, reject) => {
+            srv.on("error", reject);
+            srv.listen(0, "127.0.0.1", () => {
+              const address = srv.address();
+              if (typeof address === "object" && address) resolve(address.port);
+              else reject(new Error("no port"));
+            });
+          }),
+      ),
+    );
+  } finally {
+    await Promise.all(servers.map((srv) => new Promise<void>((resolve) => (srv.listening ? srv.close(() => resolve()) : resolve()))));
+  }
+}
+
 /** How to start one server. */
 export interface ServerOptions {
   /** The binary; defaults to {@link serverBinary}. */
@@ -94,10 +120,34 @@ export interface ServerOptions {
   name?: string;
   /** Cluster membership: this node's cluster port and the cluster's route ports. */
   cluster?: { name: string; port: number; routes: number[] };
+  /**
+   * Gateways to other clusters (a super-cluster): this node's gateway port, and the
+   * gateway ports of every cluster's nodes by cluster name. `name` must be the
+   * node's cluster name; the list may name the node's own cluster too.
+   */
+  gateway?: GatewayOptions;
   /** Fixed client port (a free one is chosen otherwise). */
   port?: number;
+  /** Fixed monitoring port (a free one is chosen otherwise). */
+  monitorPort?: number;
   /** Seconds to wait for readiness. Default 20. */
   readyTimeoutSeconds?: number;
+}
+
+/** A node's `gateway` block: see {@link ServerOptions.gateway}. */
+export interface GatewayOptions {
+  /** The gateway name: the node's cluster name. */
+  name: string;
+  /** This node's gateway listen port. */
+  port: number;
+  /** Every cluster of the super-cluster: its name and its nodes' gateway ports. */
+  gateways: { name: string; ports: number[] }[];
+}
+
+/** The `gateway { ... }` config block of {@link ServerOptions.gateway}. */
+function gatewayBlock(gw: GatewayOptions): string {
+  const remotes = gw.gateways.map((g) => `{ name: ${JSON.stringify(g.name)}, urls: [${g.ports.map((p) => `"nats://127.0.0.1:${p}"`).join(", ")}] }`);
+  return `gateway { name: ${JSON.stringify(gw.name)}, listen: "127.0.0.1:${gw.port}", gateways: [${remotes.join(", ")}] }`;
 }
 
 /**
@@ -157,7 +207,7 @@ export class NatsServer {
     const storeDir = join(workDir, "js");
     await mkdir(storeDir);
     const port = options.port ?? (await freePort());
-    const monitorPort = await freePort();
+    const monitorPort = options.monitorPort ?? (await freePort());
     const lines = [
       `server_name: ${JSON.stringify(options.name ?? `pcg-${port}`)}`,
       `listen: "127.0.0.1:${port}"`,
@@ -168,6 +218,7 @@ export class NatsServer {
       const routes = options.cluster.routes.map((p) => `"nats-route://127.0.0.1:${p}"`).join(", ");
       lines.push(`cluster { name: ${JSON.stringify(options.cluster.name)}, listen: "127.0.0.1:${options.cluster.port}", routes: [${routes}] }`);
     }
+    if (options.gateway) lines.push(gatewayBlock(options.gateway));
     if (options.extraConfig) lines.push(options.extraConfig);
     const configFile = join(workDir, "server.conf");
     await writeFile(configFile, lines.join("\n") + "\n");
@@ -253,12 +304,41 @@ export class NatsServer {
 }
 
 /**
+ * Starts servers one after the other (each only until it listens: a cluster needs its
+ * peers before JetStream is healthy), then waits until every one reports JetStream
+ * healthy. A failure stops all of them.
+ *
+ * @param specs - one server's options per node, with its cluster (and gateway) settings
+ * @returns the nodes, in the order of `specs`
+ * @throws Error when a node does not start or become healthy
+ */
+export async function startNodes(specs: ServerOptions[]): Promise<NatsServer[]> {
+  const nodes: NatsServer[] = [];
+  try {
+    for (const spec of specs) nodes.push(await NatsServer.start(spec));
+    await Promise.all(nodes.map((n) => n.waitReady(true)));
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw err;
+  }
+  return nodes;
+}
+
+/**
  * A 3-node (or n-node) JetStream cluster on loopback.
  */
 export class NatsCluster {
-  private constructor(
+  /**
+   * Wraps running nodes; {@link NatsCluster.start} and `NatsSuperCluster.start` make them.
+   *
+   * @param nodes - the nodes, in start order
+   * @param name - the cluster name (`cluster.name`, and the gateway name in a super-cluster)
+   */
+  constructor(
     /** The nodes, in start order. */
     readonly nodes: NatsServer[],
+    /** The cluster name, as stream placement and stream info name it. */
+    readonly name: string,
   ) {}
 
   /** Client URLs of all nodes, for a connection's `servers` option. */
@@ -269,26 +349,13 @@ export class NatsCluster {
   /**
    * Starts `size` nodes and waits until every node reports JetStream healthy.
    */
-  static async start(size = 3, options: Omit<ServerOptions, "cluster" | "name" | "port"> = {}): Promise<NatsCluster> {
-    const clusterPorts = await Promise.all(Array.from({ length: size }, () => freePort()));
+  static async start(size = 3, options: Omit<ServerOptions, "cluster" | "name" | "port" | "monitorPort" | "gateway"> = {}): Promise<NatsCluster> {
+    const clusterPorts = await freePorts(size);
     const name = `pcg-${clusterPorts[0] ?? 0}`;
-    const nodes: NatsServer[] = [];
-    try {
-      for (let i = 0; i < size; i++) {
-        nodes.push(
-          await NatsServer.start({
-            ...options,
-            name: `${name}-n${i + 1}`,
-            cluster: { name, port: clusterPorts[i] ?? 0, routes: clusterPorts },
-          }),
-        );
-      }
-      await Promise.all(nodes.map((n) => n.waitReady(true)));
-    } catch (err) {
-      await Promise.all(nodes.map((n) => n.stop()));
-      throw err;
-    }
-    return new NatsCluster(nodes);
+    const nodes = await startNodes(
+      clusterPorts.map((port, i) => ({ ...options, name: `${name}-n${i + 1}`, cluster: { name, port, routes: clusterPorts } })),
+    );
+    return new NatsCluster(nodes, name);
   }
 
   /** Stops every node and deletes their files. */

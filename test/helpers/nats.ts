@@ -5,8 +5,9 @@
 import { connect, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { NatsServer, NatsCluster, type ServerOptions } from "../../src/server/launcher.js";
+import { NatsSuperCluster } from "../../src/server/super-cluster.js";
 
-export { NatsServer, NatsCluster };
+export { NatsServer, NatsCluster, NatsSuperCluster };
 
 let counter = 0;
 
