@@ -12,7 +12,7 @@ import type { ConsumerGroupMessage } from "./message.js";
 import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
 import type { ConsumeSession, ConfigWatch, MemberPort, RefreshResult } from "./member-port.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
-import { wrapServerError } from "./server-errors.js";
+import { isTransientServerError, wrapServerError } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
 
 /** Why an instance stopped. */
@@ -54,6 +54,12 @@ export interface ControllerTiming {
 
 /** How soon a failed `refreshConsumer` is tried again. */
 const REFRESH_RETRY_MS = 1000;
+/**
+ * Failed `refreshConsumer` checks in a row that are not reported while they are transient
+ * (a timeout, no responders: the stream electing a leader, which takes seconds): the
+ * consume goes on meanwhile, and only a failure that lasts is worth an alert.
+ */
+const QUIET_TRANSIENT_REFRESH_FAILURES = 10;
 const WATCH_BACKOFF_MS = [250, 500, 1000, 2000, 5000, 10_000];
 const sameSet = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x) => b.includes(x));
 
@@ -79,6 +85,8 @@ export class MemberController<C> implements ConsumerGroupMember {
   /** A stored config the watch has not delivered, seen at the last check. */
   private suspectRevision: string | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
+  /** `refreshConsumer` checks failed in a row. */
+  private refreshFailures = 0;
 
   constructor(
     private readonly port: MemberPort<C>,
@@ -445,8 +453,12 @@ export class MemberController<C> implements ConsumerGroupMember {
     let result: RefreshResult;
     try {
       result = await this.port.refreshConsumer(this.current.config);
+      this.refreshFailures = 0;
     } catch (err) {
-      this.reportError(asGroupError(err, `following the stream of member "${this.member}"`), REFRESH_RETRY_MS);
+      this.refreshFailures += 1;
+      if (!isTransientServerError(err) || this.refreshFailures > QUIET_TRANSIENT_REFRESH_FAILURES) {
+        this.reportError(asGroupError(err, `following the stream of member "${this.member}"`), REFRESH_RETRY_MS);
+      }
       result = { recheckMs: REFRESH_RETRY_MS, rejoin: false };
     }
     if (this.state.name !== "consuming" || this.stopAsked) return;

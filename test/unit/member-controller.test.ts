@@ -688,3 +688,31 @@ describe("member controller - lifecycle without a server", () => {
     assertBalanced(h.log);
   });
 });
+
+describe("member controller - following the stream through a leader election", () => {
+  beforeEach(() => mock.timers.enable({ apis: ["setTimeout", "setInterval"] }));
+  afterEach(() => mock.timers.reset());
+
+  test("controller - transient check failures (timeouts while the work queue elects a leader) are retried quietly; one that lasts is reported", async () => {
+    const h = harness([0, 1]);
+    const timeout = (): Error => new ConsumerGroupError("SERVER_ERROR", "error reading the layout of the work-queue stream: timeout", { cause: new Error("TimeoutError: timeout") });
+    // An election: three timeouts, then the stream answers.
+    h.port.refreshResults = [timeout(), timeout(), timeout(), 250, ...Array.from({ length: 11 }, timeout), undefined];
+    await h.controller.start(false);
+    for (let i = 0; i < 4; i++) {
+      mock.timers.tick(1000);
+      await flush();
+    }
+    assert.equal(h.port.refreshes, 4, "retried after each failure, then back on its schedule");
+    assert.deepEqual(h.events.filter((e) => e.type === "consumer_error"), [], "an election's timeouts are not reported");
+    // A failure that lasts: reported once it outlasts the quiet retries.
+    for (let i = 0; i < 12; i++) {
+      mock.timers.tick(1000);
+      await flush();
+    }
+    const reported = h.events.filter((e) => e.type === "consumer_error");
+    assert.equal(reported.length, 1, "reported after 10 transient failures in a row");
+    assert.match(reported[0]?.type === "consumer_error" ? reported[0].error.message : "", /timeout/);
+    await h.controller.stop();
+  });
+});
