@@ -8,7 +8,10 @@
  * (bench/mode-process.ts): a no-op synchronous handler, 16 partitions, 1000 keys.
  * Prints, per mode, the medians of msgs/s and of client CPU µs per message, the
  * ratio of the medians and the median of the paired ratios; writes
- * bench/results/ab-latest.json.
+ * bench/results/ab-latest.json. `--cpu-prof <dir>` writes a V8 CPU profile of every run there;
+ * `--together` runs the old and the new run of a round at the same time (each on its own
+ * group), so a machine whose load varies loads both alike: their rates then share the
+ * server, and only their ratio and CPU per message compare.
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -33,6 +36,8 @@ const { values } = parseArgs({
     messages: { type: "string", default: "100000" },
     modes: { type: "string", default: "serial,partition,key" },
     flavours: { type: "string", default: "static,elastic" },
+    "cpu-prof": { type: "string" },
+    together: { type: "boolean", default: false },
   },
 });
 const here = fileURLToPath(new URL("../../", import.meta.url));
@@ -42,11 +47,16 @@ const rounds = Number(values.rounds);
 const count = Number(values.messages);
 const modes = (values.modes ?? "").split(",") as ConcurrencyMode[];
 const flavours = (values.flavours ?? "").split(",") as ("static" | "elastic")[];
+/** A folder for a V8 CPU profile of every run (`--cpu-prof <dir>`). */
+const profiles = values["cpu-prof"];
+/** `--together`: the old and the new run of a round at the same time, on groups of their own. */
+const together = values.together ?? false;
 
 /** Runs one child and returns what it measured. */
-function runChild(settings: ModeRunSettings): Promise<ModeRunResult> {
+function runChild(settings: ModeRunSettings, name: string): Promise<ModeRunResult> {
+  const flags = profiles ? ["--cpu-prof", `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [CHILD, JSON.stringify(settings)], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, [...flags, CHILD, JSON.stringify(settings)], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.setEncoding("utf8");
     child.stdout.on("data", (c: string) => (out += c));
@@ -104,14 +114,24 @@ try {
     for (const flavour of flavours) {
       for (const mode of modes) {
         const order: ("old" | "new")[] = round % 2 === 0 ? ["old", "new"] : ["new", "old"];
-        for (const engine of order) {
-          const stream = streams.get(flavour) ?? "";
-          const g = await freshGroup(conn, flavour, stream);
-          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group: g.group, member: "m", mode, count });
-          await g.remove();
-          const key = `${flavour} ${mode}`;
+        const stream = streams.get(flavour) ?? "";
+        const key = `${flavour} ${mode}`;
+        const one = async (engine: "old" | "new", group: string): Promise<void> => {
+          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group, member: "m", mode, count }, `${flavour}-${mode}-${engine}-${round + 1}`);
           samples.set(key, [...(samples.get(key) ?? []), { round, engine, ...r }]);
           log(`  round ${round + 1} ${key} ${engine}: ${r.rate.toFixed(0)} msgs/s, ${r.cpuUsPerMsg.toFixed(2)} µs/msg`);
+        };
+        if (together) {
+          // Both at once, each on its own group: whatever else loads the machine loads both alike.
+          const groups = [await freshGroup(conn, flavour, stream), await freshGroup(conn, flavour, stream)];
+          await Promise.all(order.map((engine, i) => one(engine, groups[i]?.group ?? "")));
+          for (const g of groups) await g.remove();
+          continue;
+        }
+        for (const engine of order) {
+          const g = await freshGroup(conn, flavour, stream);
+          await one(engine, g.group);
+          await g.remove();
         }
       }
     }
@@ -129,6 +149,11 @@ const rows = [...samples].map(([key, list]) => {
     const n = of("new").find((s) => s.round === r);
     return o && n ? n.rate / o.rate : NaN;
   }).filter(Number.isFinite);
+  const pairedCpu = Array.from({ length: rounds }, (_, r) => {
+    const o = of("old").find((s) => s.round === r);
+    const n = of("new").find((s) => s.round === r);
+    return o && n ? n.cpuUsPerMsg / o.cpuUsPerMsg : NaN;
+  }).filter(Number.isFinite);
   return {
     key,
     oldRate,
@@ -137,13 +162,14 @@ const rows = [...samples].map(([key, list]) => {
     pairedRatio: median(paired),
     oldCpu: median(of("old").map((s) => s.cpuUsPerMsg)),
     newCpu: median(of("new").map((s) => s.cpuUsPerMsg)),
+    pairedCpuRatio: median(pairedCpu),
     samples: list,
   };
 });
-console.log("| mode | old msgs/s | new msgs/s | new ÷ old (medians) | paired ratio (median) | CPU µs/msg old | new |");
-console.log("|---|---|---|---|---|---|---|");
+console.log("| mode | old msgs/s | new msgs/s | new ÷ old (medians) | paired ratio (median) | CPU µs/msg old | new | CPU paired ratio |");
+console.log("|---|---|---|---|---|---|---|---|");
 for (const r of rows) {
-  console.log(`| ${r.key} | ${r.oldRate.toFixed(0)} | ${r.newRate.toFixed(0)} | ${r.ratio.toFixed(3)} | ${r.pairedRatio.toFixed(3)} | ${r.oldCpu.toFixed(2)} | ${r.newCpu.toFixed(2)} |`);
+  console.log(`| ${r.key} | ${r.oldRate.toFixed(0)} | ${r.newRate.toFixed(0)} | ${r.ratio.toFixed(3)} | ${r.pairedRatio.toFixed(3)} | ${r.oldCpu.toFixed(2)} | ${r.newCpu.toFixed(2)} | ${r.pairedCpuRatio.toFixed(3)} |`);
 }
 const results = fileURLToPath(new URL("../../bench/results/", import.meta.url));
 await write(`${results}ab-latest.json`, JSON.stringify({ date: new Date().toISOString(), server: server.version, engines, rounds, messages: count, rows }, null, 2) + "\n");
