@@ -17,6 +17,7 @@ import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
 import { failover } from "./scenarios/failover.js";
 import { fleet } from "./scenarios/fleet.js";
+import { holds } from "./scenarios/holds.js";
 import { memory } from "./scenarios/memory.js";
 import { orderVsGo } from "./scenarios/order-vs-go.js";
 import { overhead } from "./scenarios/overhead.js";
@@ -24,9 +25,9 @@ import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 import { versions } from "./scenarios/versions.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, cluster, assignment, versions };
-/** Scenarios that never touch the suite's server (cluster and versions start servers of their own): a run of only these starts none. */
-const serverless = new Set(["assignment", "versions", "cluster"]);
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, cluster, holds, assignment, versions };
+/** Scenarios that never touch the suite's server (cluster, holds and versions start servers of their own): a run of only these starts none. */
+const serverless = new Set(["assignment", "versions", "cluster", "holds"]);
 
 const { values } = parseArgs({
   options: {

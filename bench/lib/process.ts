@@ -163,3 +163,56 @@ export function startFleetProcess(settings: object, nodeFlags: string[] = []): F
   });
   return handle;
 }
+
+const HOLDS = fileURLToPath(new URL("../holds-process.js", import.meta.url));
+
+/** An event a holds child printed (see bench/holds-process.ts). */
+export interface HoldsEvent {
+  ev: "ready" | "start" | "status" | "conn";
+  at: number;
+  type?: string;
+  key?: string;
+  seq?: number;
+  dc?: number;
+  reason?: string;
+  durationMs?: number;
+}
+
+/** A running holds child and what it printed so far. */
+export interface HoldsProcess {
+  readonly who: string;
+  readonly ready: Promise<void>;
+  readonly events: HoldsEvent[];
+  /** SIGTERM (the instance stops), SIGKILL after 10 s. */
+  stop(): Promise<void>;
+}
+
+/** Starts `node holds-process.js <settings>` as instance `who`. */
+export function startHoldsProcess(who: string, settings: object): HoldsProcess {
+  const child = spawn(process.execPath, [HOLDS, JSON.stringify(settings)], { stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  const events: HoldsEvent[] = [];
+  let markReady!: () => void;
+  const ready = new Promise<void>((r) => (markReady = r));
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    let e: HoldsEvent;
+    try {
+      e = JSON.parse(line) as HoldsEvent;
+    } catch {
+      return;
+    }
+    events.push(e);
+    if (e.ev === "ready") markReady();
+  });
+  return {
+    who,
+    ready: Promise.race([ready, exited.then(() => Promise.reject(new Error(`holds instance ${who} exited before it was ready`)))]),
+    events,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

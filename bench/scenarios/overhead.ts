@@ -1,10 +1,11 @@
 /**
  * Scenario 1, library overhead: one member owning all 16 partitions with a no-op
  * handler, against a raw nats.js consume() of the same messages through the same
- * kind of consumer (pinned, filtered on all 16 partitions, explicit acks).
+ * kind of consumer (pinned, filtered on all 16 partitions, explicit acks); in each
+ * concurrency mode (`serial`, the default, carries the target).
  */
 import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
-import { addMembers, createElastic, createStatic, elasticConsume, staticConsume } from "../../src/index.js";
+import { addMembers, createElastic, createStatic, elasticConsume, staticConsume, type ConcurrencyMode } from "../../src/index.js";
 import { partitionedStream, plainStream, publishKeyed, until, type Conn } from "../lib/env.js";
 import { clock, median } from "../lib/stats.js";
 import type { BenchContext, Row } from "../lib/types.js";
@@ -112,7 +113,7 @@ async function staticRuns(ctx: BenchContext): Promise<Row[]> {
   const rawIterator: number[] = [];
   const rawCallback: number[] = [];
   const rawPlain: number[] = [];
-  const ours: number[] = [];
+  const ours = oursByMode();
   for (let run = 0; run < ctx.runs; run++) {
     for (const [mode, into] of [["iterator", rawIterator], ["callback", rawCallback]] as const) {
       const durable = `raw_${mode}_${run}`;
@@ -124,13 +125,15 @@ async function staticRuns(ctx: BenchContext): Promise<Row[]> {
     await conn.jsm.consumers.add(stream, { durable_name: plain, ack_policy: "explicit", ack_wait: 5_000_000_000 });
     rawPlain.push(await plainRate(conn.js, stream, plain, ctx.messages));
     await conn.jsm.consumers.delete(stream, plain);
-    const group = `g${run}`;
-    await createStatic(conn.js, { stream, group, maxMembers: PARTITIONS, members: ["m"] });
-    const timed = timedHandler(ctx.messages);
-    const member = await staticConsume(conn.js, { stream, group, member: "m", handler: timed.handler });
-    ours.push(await timed.done);
-    await member.stop();
-    ctx.log(`  overhead static run ${run + 1}: raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, raw plain ${rawPlain[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)} msgs/s`);
+    for (const mode of MODES) {
+      const group = `g${run}_${mode}`;
+      await createStatic(conn.js, { stream, group, maxMembers: PARTITIONS, members: ["m"] });
+      const timed = timedHandler(ctx.messages);
+      const member = await staticConsume(conn.js, { stream, group, member: "m", ...modeOption(mode), handler: timed.handler });
+      ours[mode].push(await timed.done);
+      await member.stop();
+    }
+    ctx.log(`  overhead static run ${run + 1}: raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, raw plain ${rawPlain[run]?.toFixed(0)}, ours ${oursLine(ours, run)} msgs/s`);
   }
   return overheadRows("static stream", "staticConsume, 16 partitions, no-op", rawIterator, rawCallback, rawPlain, ours);
 }
@@ -144,7 +147,7 @@ async function elasticRuns(ctx: BenchContext): Promise<Row[]> {
   const rawIterator: number[] = [];
   const rawCallback: number[] = [];
   const rawPlain: number[] = [];
-  const ours: number[] = [];
+  const ours = oursByMode();
   const sourced = async (group: string): Promise<void> => {
     sourcing.push(await sourcedGroup(conn, stream, group, ctx.messages));
   };
@@ -159,15 +162,17 @@ async function elasticRuns(ctx: BenchContext): Promise<Row[]> {
     await sourced(plainGroup);
     await conn.jsm.consumers.add(`${stream}-${plainGroup}`, { name: "raw", ack_policy: "explicit", ack_wait: 5_000_000_000, inactive_threshold: 5_000_000_000 });
     rawPlain.push(await plainRate(conn.js, `${stream}-${plainGroup}`, "raw", ctx.messages));
-    const group = `g${run}`;
-    await sourced(group);
-    const timed = timedHandler(ctx.messages);
-    const member = await elasticConsume(conn.js, { stream, group, member: "m", consumerConfig: { ack_policy: "explicit" }, handler: timed.handler });
-    await addMembers(conn.js, stream, group, ["m"]);
-    ours.push(await timed.done);
-    await member.stop();
+    for (const mode of MODES) {
+      const group = `g${run}_${mode}`;
+      await sourced(group);
+      const timed = timedHandler(ctx.messages);
+      const member = await elasticConsume(conn.js, { stream, group, member: "m", consumerConfig: { ack_policy: "explicit" }, ...modeOption(mode), handler: timed.handler });
+      await addMembers(conn.js, stream, group, ["m"]);
+      ours[mode].push(await timed.done);
+      await member.stop();
+    }
     ctx.log(
-      `  overhead elastic run ${run + 1}: sourcing ${sourcing[sourcing.length - 1]?.toFixed(0)}, raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, raw plain ${rawPlain[run]?.toFixed(0)}, ours ${ours[run]?.toFixed(0)} msgs/s`,
+      `  overhead elastic run ${run + 1}: sourcing ${sourcing[sourcing.length - 1]?.toFixed(0)}, raw iterator ${rawIterator[run]?.toFixed(0)}, raw callback ${rawCallback[run]?.toFixed(0)}, raw plain ${rawPlain[run]?.toFixed(0)}, ours ${oursLine(ours, run)} msgs/s`,
     );
   }
   return [
@@ -188,10 +193,40 @@ async function plainRate(js: JetStreamClient, stream: string, consumer: string, 
   return count / ((span.last - span.first) / 1000);
 }
 
-function overheadRows(where: string, label: string, iterator: number[], callback: number[], plain: number[], ours: number[]): Row[] {
+/** The concurrency modes the overhead scenario runs, each on a group of its own. */
+const MODES: readonly ConcurrencyMode[] = ["serial", "partition", "key"];
+
+/** Rates of ours, per mode. */
+type OursByMode = Record<ConcurrencyMode, number[]>;
+
+function oursByMode(): OursByMode {
+  return { serial: [], partition: [], key: [] };
+}
+
+/** The consume option of a mode (serial is the default and passes none, as before). */
+function modeOption(mode: ConcurrencyMode): { concurrency?: ConcurrencyMode } {
+  return mode === "serial" ? {} : { concurrency: mode };
+}
+
+function oursLine(ours: OursByMode, run: number): string {
+  return MODES.map((m) => `${m} ${ours[m][run]?.toFixed(0) ?? "?"}`).join(", ");
+}
+
+function overheadRows(where: string, label: string, iterator: number[], callback: number[], plain: number[], byMode: OursByMode): Row[] {
   const best = Math.max(median(iterator), median(callback));
   const bestName = best === median(iterator) ? "raw iterator" : "raw callback";
+  const ours = byMode.serial;
   const r = median(ours) / best;
+  const modeRows: Row[] = MODES.filter((m) => m !== "serial").map((m) => ({
+    scenario: "1 overhead",
+    variant: `${label}, concurrency ${m} (maxInFlight 16)`,
+    value: median(byMode[m]),
+    unit: "msgs/s",
+    baseline: `${bestName}, same consumer layout (the faster raw)`,
+    ratio: median(byMode[m]) / best,
+    samples: byMode[m],
+    note: `${(median(byMode[m]) / median(ours)).toFixed(2)}× serial; the mode sets the consumer's max_ack_pending to 256 (the raw consumers have none), and a synchronous no-op handler leaves nothing to run in parallel`,
+  }));
   return [
     { scenario: "1 overhead", variant: `raw nats.js consume(), iterator, pinned, 16 filters (${where})`, value: median(iterator), unit: "msgs/s", samples: iterator },
     { scenario: "1 overhead", variant: `raw nats.js consume(), callback, pinned, 16 filters (${where})`, value: median(callback), unit: "msgs/s", samples: callback },
@@ -214,6 +249,7 @@ function overheadRows(where: string, label: string, iterator: number[], callback
       met: r >= OVERHEAD_TARGET,
       samples: ours,
     },
+    ...modeRows,
   ];
 }
 

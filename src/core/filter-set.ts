@@ -4,7 +4,7 @@
  * against its own partition's filters only; `<token>.>` is one set lookup.
  * Pure: no NATS import.
  */
-import { matchesFilter, parseFilter } from "./subjects.js";
+import { parseFilter, subjectMatchesFilter } from "./subjects.js";
 
 /** A consumer's filter subjects, ready to match delivered subjects against. */
 export class FilterSet {
@@ -35,9 +35,10 @@ export class FilterSet {
     const dot = subject.indexOf(".");
     const first = dot > 0 ? subject.slice(0, dot) : subject;
     if (dot > 0 && this.prefixes.has(first)) return true;
+    // Matched on the subject's text, not its tokens: an elastic member's filters (`<p>.<filter>`) come here for every delivery.
     const candidates = this.byFirst.get(first);
-    if (candidates === undefined && this.others.length === 0) return false;
-    const tokens = subject.split(".");
-    return (candidates ?? []).some((f) => matchesFilter(tokens, f)) || this.others.some((f) => matchesFilter(tokens, f));
+    if (candidates !== undefined) for (const f of candidates) if (subjectMatchesFilter(subject, f)) return true;
+    for (const f of this.others) if (subjectMatchesFilter(subject, f)) return true;
+    return false;
   }
 }

@@ -57,6 +57,28 @@ export function matchesFilter(subjectTokens: readonly string[], filterTokens: re
 }
 
 /**
+ * The same answer as {@link matchesFilter} for a literal subject given as text, without
+ * splitting it: it runs for every delivered message (the foreign-delivery fence).
+ *
+ * @param subject - a literal subject (no empty tokens)
+ * @param filterTokens - tokens of a filter, possibly with `*` and a final `>`
+ */
+export function subjectMatchesFilter(subject: string, filterTokens: readonly string[]): boolean {
+  /** Where the subject's next token starts. */
+  let at = 0;
+  for (let i = 0; i < filterTokens.length; i++) {
+    if (at >= subject.length) return false;
+    const f = filterTokens[i] as string;
+    if (f === ">") return true;
+    let end = subject.indexOf(".", at);
+    if (end === -1) end = subject.length;
+    if (f !== "*" && (end - at !== f.length || !subject.startsWith(f, at))) return false;
+    at = end + 1;
+  }
+  return at === subject.length + 1;
+}
+
+/**
  * True when some subject could match both filters (the server's `SubjectsCollide`).
  *
  * @param a - a filter

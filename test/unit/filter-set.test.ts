@@ -2,6 +2,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { FilterSet } from "../../src/core/filter-set.js";
+import { matchesFilter, parseFilter, subjectMatchesFilter } from "../../src/core/subjects.js";
 
 describe("filter set", () => {
   const cases: { filters: string[]; subject: string; matches: boolean }[] = [
@@ -26,4 +27,16 @@ describe("filter set", () => {
       assert.equal(new FilterSet(c.filters).matches(c.subject), c.matches);
     });
   }
+});
+
+describe("subject matching on text", () => {
+  const filters = ["a", "a.b", "a.*", "*.b", "a.>", ">", "*", "a.*.c", "*.*", "a.b.c", "ab.>", "a.bc", "*.>", "a.*.>"];
+  const subjects = ["a", "b", "a.b", "a.c", "ab", "ab.c", "a.bc", "a.b.c", "a.b.c.d", "b.b", "a.x.c", "aa.b", "a.bb", "x.y.z", "0.orders.k12"];
+  test("subject matching - the text matcher agrees with the token matcher on every filter and subject", () => {
+    for (const f of filters) {
+      for (const s of subjects) {
+        assert.equal(subjectMatchesFilter(s, parseFilter(f)), matchesFilter(s.split("."), parseFilter(f)), `${s} against ${f}`);
+      }
+    }
+  });
 });
