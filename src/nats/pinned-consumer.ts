@@ -67,7 +67,7 @@ export interface PinnedConsumerEvents extends DispatchEvents {
   onEnded(reason: string): void;
   /** Starts were held (or fenced: no proof of the pin) for `durationMs` and may go on now. */
   onStartsHeld?(reason: HoldReason | "fenced", durationMs: number): void;
-  /** The connection was lost right after the event loop was blocked or saturated: most likely the server cut it as a slow consumer. */
+  /** The connection was lost right after the event loop was blocked or saturated, or while the pulls could bring the server's default max_pending: most likely the server cut it as a slow consumer. */
   onSlowConsumer?(pressure: LoopPressure, askedBytes: number): void;
   /** The pin's proof cannot be had (the keep-alive's answers are not allowed): starts are not fenced on it. */
   onProofUnavailable?(reason: string): void;
