@@ -360,7 +360,8 @@ function faultRows(what: string, samples: FaultSample[], extra: string): Row[] {
     met: outOfOrder === 0 && lost === 0,
     note: `${handled} messages handled, ${lost} lost`,
   });
-  return rows;
+  // A fault that did not happen (no cut in a quick run, say) has nothing to time: the row says so instead of a median of nothing.
+  return rows.map((r) => (Number.isFinite(r.value) ? r : { scenario: r.scenario, variant: r.variant, value: 0, unit: "not measured", note: `nothing to time: ${r.note ?? ""}` }));
 }
 
 /** Scenario "holds". */
