@@ -54,6 +54,8 @@ export class SoakLogReader {
   readonly statusCounts = new Map<string, number>();
   /** The errors the members reported (`consumer_error`), with when and who. */
   readonly errors: { pid: number; at: number; detail: string }[] = [];
+  /** The connections' own events (`connection_disconnect`, `connection_reconnect`, …), with when and who. */
+  readonly connection: { pid: number; at: number; type: string; detail?: string }[] = [];
   /** Members that stopped on their own, with their error. */
   readonly closed: { pid: number; at: number; error: string | null }[] = [];
   /** End lines without a start line (should be none). */
@@ -125,7 +127,8 @@ export class SoakLogReader {
       }
       case "status":
         this.statusCounts.set(line.type, (this.statusCounts.get(line.type) ?? 0) + 1);
-        if (line.detail !== undefined) this.errors.push({ pid: line.pid, at: line.at, detail: line.detail });
+        if (line.type.startsWith("connection_")) this.connection.push({ pid: line.pid, at: line.at, type: line.type, ...(line.detail === undefined ? {} : { detail: line.detail }) });
+        else if (line.detail !== undefined) this.errors.push({ pid: line.pid, at: line.at, detail: line.detail });
         break;
       case "closed":
         this.closed.push({ pid: line.pid, at: line.at, error: line.error });

@@ -10,7 +10,7 @@
  * file: the `end` line is in the kernel before the handler returns, i.e. before the
  * engine acks, so a kill -9 after the ack can never lose the record of a handled
  * message (a pipe to the parent would leave that to the stream's buffering). Status
- * events go to the same file. stdout carries only `{"ev":"ready"}`.
+ * events, and the connection's own events, go to the same file. stdout carries only `{"ev":"ready"}`.
  *
  * The instance stops cleanly on SIGTERM or when its stdin closes, so it never
  * outlives the test.
@@ -44,6 +44,15 @@ const record = (line: SoakLogLine): void => void writeSync(fd, JSON.stringify(li
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+// The connection's own events (disconnect, reconnect, a server error such as a slow-consumer
+// cut) go into the log as `connection_<type>` status lines: an ack written just before a cut
+// can be lost with the socket, and a failed run's timeline must show that.
+void (async () => {
+  for await (const c of nc.status()) {
+    const detail = "error" in c && c.error instanceof Error ? c.error.message : undefined;
+    record({ ev: "status", pid, at: now(), type: `connection_${c.type}`, ...(detail === undefined ? {} : { detail }) });
+  }
+})();
 let runs = 0;
 const member = await elasticConsume(jetstream(nc), {
   stream: s.stream,
