@@ -66,7 +66,10 @@ export interface ConsumeOptions extends MemberLifecycle {
    * flight and on their way), so the server never queues more for it than its
    * slow-consumer limit (`max_pending`, 64 MiB by default) allows while handlers keep
    * the event loop busy. A single message larger than this still comes, alone.
-   * Default 16 MiB.
+   * Default 16 MiB. Pulls then carry a byte limit (`max_bytes`), and the server answers
+   * each one with a `409 Batch Completed` message; a budget that holds `maxBuffered`
+   * messages of the server's `max_payload` (plus 64 KiB each) needs no limit, and pulls
+   * go without one: about 5-10 % less client CPU per small message in the engine A/B.
    */
   maxBufferedBytes?: number;
   /**

@@ -20,6 +20,7 @@ import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
 import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
 import { FilterSet } from "../core/filter-set.js";
+import { largestPossibleDelivery, pullRoom } from "./pull-room.js";
 import {
   apiPrefix,
   checkConsumeShape,
@@ -378,17 +379,24 @@ export class PinnedConsumer {
   /**
    * What the gate lets a pull ask for: room in the local buffer, in messages and in
    * bytes (the largest delivery seen so far stands for every message held or asked
-   * for); or one message while nothing is outstanding, when nothing is held (a message
+   * for; no byte limit on a pull that could not pass the budget anyway: {@link pullRoom});
+   * or one message while nothing is outstanding, when nothing is held (a message
    * larger than the byte budget) or when a hold has waited a PinnedTTL for its redeliveries.
    */
   private allowance(outstanding: number): PullAllowance {
     const held = this.dispatcher.size;
-    let room = this.settings.localBufferCap - held - outstanding;
-    const byteRoom = this.settings.maxBufferedBytes - this.largestDelivery * (held + outstanding);
-    if (this.largestDelivery > 0) room = Math.min(room, Math.floor(byteRoom / this.largestDelivery));
-    if (room > 0) {
-      this.askedBytes = this.largestDelivery > 0 ? this.largestDelivery * (outstanding + room) : byteRoom;
-      return { batch: room, maxBytes: byteRoom };
+    const largestPossible = largestPossibleDelivery(this.nc.info?.max_payload);
+    const room = pullRoom({
+      messageCap: this.settings.localBufferCap,
+      byteBudget: this.settings.maxBufferedBytes,
+      largestSeen: this.largestDelivery,
+      largestPossible,
+      held,
+      outstanding,
+    });
+    if (room.batch > 0) {
+      this.askedBytes = this.largestDelivery > 0 ? this.largestDelivery * (outstanding + room.batch) : (room.maxBytes ?? room.batch * largestPossible);
+      return room;
     }
     this.askedBytes = this.largestDelivery * outstanding;
     if (outstanding > 0) return { batch: 0 };

@@ -188,6 +188,41 @@ describe("static - behaviour: consuming", () => {
     }
   });
 
+  test("static - behaviour: pulls carry a byte limit only when a window of the largest possible messages could pass maxBufferedBytes", async () => {
+    const stream = uniqueName("bytes");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], storage: "memory", subject_transform: { src: `${stream}.*`, dest: "{{partition(2,1)}}.{{wildcard(1)}}" } });
+    for (let i = 0; i < 400; i++) await env.js.publish(`${stream}.k${i % 20}`, String(i));
+    const pulls: { consumer: string; maxBytes: unknown }[] = [];
+    const sub: Subscription = env.nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${stream}.>`, {
+      callback: (_err: Error | null, m: Msg) => {
+        const request = m.json<{ max_bytes?: unknown; no_wait?: boolean }>();
+        // The pin's keep-alives (one message of at most 1 byte, no wait) are not pulls for messages.
+        if (request.no_wait !== true) pulls.push({ consumer: m.subject.split(".").pop() ?? "", maxBytes: request.max_bytes });
+      },
+    });
+    await env.nc.flush();
+    try {
+      // 2 members, one per partition, 256 buffered (serial's default): the default budget (16 MiB) cannot hold 256 messages
+      // of 1 MiB (the server's max_payload) and more, so every pull is bounded; 512 MiB can, so only the first pull
+      // (sent from inside nats.js's consume, before the gate) is.
+      await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["small", "large"] });
+      const handled = { small: 0, large: 0 };
+      track(await staticConsume(env.js, { stream, group: "g", member: "small", handler: () => void (handled.small += 1) }));
+      track(await staticConsume(env.js, { stream, group: "g", member: "large", maxBufferedBytes: 512 * 1024 * 1024, handler: () => void (handled.large += 1) }));
+      await waitFor(() => handled.small + handled.large === 400, 20_000, "all 400 handled");
+      await env.nc.flush();
+      const of = (c: string): unknown[] => pulls.filter((p) => p.consumer === c).map((p) => p.maxBytes);
+      const small = of("g-small");
+      const large = of("g-large");
+      assert.ok(small.length > 2 && small.every((b) => typeof b === "number" && b > 0), `every pull of the default budget carries max_bytes: ${JSON.stringify(small)}`);
+      assert.ok(large.length > 2, `several pulls of the large budget: ${JSON.stringify(large)}`);
+      assert.equal(large[0], 512 * 1024 * 1024, "the first pull carries the budget");
+      assert.deepEqual(large.slice(1).filter((b) => b !== undefined), [], "later pulls of a budget that holds the window carry no max_bytes");
+    } finally {
+      sub.unsubscribe();
+    }
+  });
+
   test("static - behaviour: Go's TestStatic (filters foo.* and bar.*, 2 partitions, bad.* never delivered)", async () => {
     const stream = uniqueName("test");
     await env.jsm.streams.add({
