@@ -65,9 +65,13 @@ const member = await elasticConsume(jetstream(nc), {
   // The handler ignores msg.signal on purpose: a handler that does not cooperate with
   // the drain timeout is the case where the engine must keep the message to itself.
   handler: async (msg) => {
+    // The start's time is read first: the engine decided to start this run right before this line. Reading it
+    // after parsing the payload (milliseconds for a large one) would date a run the engine started before a
+    // SIGSTOP to after the SIGCONT, a start that the checker never excuses.
+    const at = now();
     const p = msg.json<SoakPayload>();
     const run = ++runs;
-    record({ ev: "start", pid, run, key: p.key, seq: p.seq, at: now(), dc: msg.info.deliveryCount });
+    record({ ev: "start", pid, run, key: p.key, seq: p.seq, at, dc: msg.info.deliveryCount });
     let ok = false;
     try {
       if (p.ms > 0) await sleep(p.ms);
