@@ -104,8 +104,9 @@ const fmt = (t: number | undefined, t0: number): string => (t === undefined ? "o
 /** Every handler run of one member, across its instances. */
 export class FaultLog {
   readonly runs: FaultRun[] = [];
-  /** The time the log was made: times in reports are relative to it. */
-  readonly t0 = clock();
+
+  /** @param t0 - times in reports are relative to it: by default the time the log was made */
+  constructor(readonly t0 = clock()) {}
 
   /** Records a start; returns the run, to pass to {@link FaultLog.end}. */
   begin(run: Omit<FaultRun, "start" | "end">, at = clock()): FaultRun {
