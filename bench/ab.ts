@@ -1,6 +1,6 @@
 /**
  * Engine A/B: `node dist/bench/ab.js --old <tree> [--new <tree>] [--rounds 5] [--messages 100000]
- * [--modes serial,partition,key] [--flavours static,elastic]`. Each tree is a built
+ * [--modes serial,partition,key] [--flavours static,elastic] [--pull-batch n]`. Each tree is a built
  * checkout of this package (its `dist/src/index.js` is imported by the child process).
  * For every flavour and concurrency mode, rounds of one old and one new run are
  * interleaved (the order alternates from round to round) against one nats-server
@@ -11,10 +11,15 @@
  * bench/results/ab-latest.json. `--cpu-prof <dir>` writes a V8 CPU profile of every run there;
  * `--together` runs the old and the new run of a round at the same time (each on its own
  * group), so a machine whose load varies loads both alike: their rates then share the
- * server, and only their ratio and CPU per message compare.
+ * server, and only their ratio and CPU per message compare. `--pull-batch n` gives both
+ * engines' members the same pull window. Each run's line also gives the protocol
+ * messages its connection published and received and its socket writes per 1,000
+ * handled, and the nats-server's CPU per message over the run; `AB_STATUS=1` makes each
+ * child tally the status messages it received (`409 Batch Completed` per byte-limited
+ * pull, say), `AB_WRITE_SIZES=1` the sizes of its socket writes.
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -38,6 +43,7 @@ const { values } = parseArgs({
     flavours: { type: "string", default: "static,elastic" },
     "cpu-prof": { type: "string" },
     together: { type: "boolean", default: false },
+    "pull-batch": { type: "string" },
   },
 });
 const here = fileURLToPath(new URL("../../", import.meta.url));
@@ -51,10 +57,12 @@ const flavours = (values.flavours ?? "").split(",") as ("static" | "elastic")[];
 const profiles = values["cpu-prof"];
 /** `--together`: the old and the new run of a round at the same time, on groups of their own. */
 const together = values.together ?? false;
+/** `--pull-batch n`: both engines' members pull with this window instead of their defaults. */
+const pullBatch = values["pull-batch"] !== undefined ? Number(values["pull-batch"]) : undefined;
 
 /** Runs one child and returns what it measured. */
 function runChild(settings: ModeRunSettings, name: string): Promise<ModeRunResult> {
-  const flags = profiles ? ["--cpu-prof", `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+  const flags = profiles ? ["--cpu-prof", "--cpu-prof-interval=100", `--cpu-prof-dir=${profiles}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   return new Promise((resolveRun, reject) => {
     const child = spawn(process.execPath, [...flags, CHILD, JSON.stringify(settings)], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
@@ -71,6 +79,23 @@ function runChild(settings: ModeRunSettings, name: string): Promise<ModeRunResul
       }
     });
   });
+}
+
+/** CPU time (µs, user + system) of every nats-server process on this machine (Linux /proc; 0 elsewhere). */
+function serverCpuUs(): number {
+  if (!existsSync("/proc/self/stat")) return 0;
+  let total = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!stat.includes("(nats-server)")) continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += (Number(fields[11]) + Number(fields[12])) * (1_000_000 / 100);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
 }
 
 let counter = 0;
@@ -92,6 +117,11 @@ interface Sample {
   engine: "old" | "new";
   rate: number;
   cpuUsPerMsg: number;
+  outPerThousand?: number;
+  writesPerThousand?: number;
+  inPerThousand?: number;
+  /** nats-server CPU per message over the whole child run (start to stop; with --together, both runs'). */
+  serverUsPerMsg?: number;
 }
 
 const server = await benchServer();
@@ -117,9 +147,11 @@ try {
         const stream = streams.get(flavour) ?? "";
         const key = `${flavour} ${mode}`;
         const one = async (engine: "old" | "new", group: string): Promise<void> => {
-          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group, member: "m", mode, count }, `${flavour}-${mode}-${engine}-${round + 1}`);
-          samples.set(key, [...(samples.get(key) ?? []), { round, engine, ...r }]);
-          log(`  round ${round + 1} ${key} ${engine}: ${r.rate.toFixed(0)} msgs/s, ${r.cpuUsPerMsg.toFixed(2)} µs/msg`);
+          const serverBefore = serverCpuUs();
+          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group, member: "m", mode, count, ...(pullBatch !== undefined ? { pullBatch } : {}) }, `${flavour}-${mode}-${engine}-${round + 1}`);
+          const serverUsPerMsg = (serverCpuUs() - serverBefore) / count;
+          samples.set(key, [...(samples.get(key) ?? []), { round, engine, ...r, serverUsPerMsg }]);
+          log(`  round ${round + 1} ${key} ${engine}: ${r.rate.toFixed(0)} msgs/s, ${r.cpuUsPerMsg.toFixed(2)} µs/msg, ${r.outPerThousand?.toFixed(1) ?? "?"} published, ${r.inPerThousand?.toFixed(1) ?? "?"} received and ${r.writesPerThousand?.toFixed(1) ?? "?"} socket writes per 1,000, server ${serverUsPerMsg.toFixed(2)} µs/msg`);
         };
         if (together) {
           // Both at once, each on its own group: whatever else loads the machine loads both alike.

@@ -204,8 +204,15 @@ function oursByMode(): OursByMode {
 }
 
 /** The consume option of a mode (serial is the default and passes none, as before). */
-function modeOption(mode: ConcurrencyMode): { concurrency?: ConcurrencyMode } {
-  return mode === "serial" ? {} : { concurrency: mode };
+/**
+ * nats.js's default pull window (`max_messages`), which the raw consumes use: ours pulls
+ * with the same window, so that the ratio measures what the library adds, not a deeper
+ * pipeline (its `serial` default is 200).
+ */
+const RAW_PULL_WINDOW = 100;
+
+function modeOption(mode: ConcurrencyMode): { concurrency?: ConcurrencyMode; pullBatch?: number } {
+  return mode === "serial" ? { pullBatch: RAW_PULL_WINDOW } : { concurrency: mode };
 }
 
 function oursLine(ours: OursByMode, run: number): string {

@@ -35,7 +35,13 @@ export interface ConsumeOptions extends MemberLifecycle {
   consumerConfig?: Partial<ConsumerConfig>;
   /** How long `stop()` and rebalances wait for the handler in flight, in ms. Default: AckWait. */
   drainTimeoutMs?: number;
-  /** Messages requested per pull. Default 100 (serial) or min(maxBuffered, 256); the server's `max_ack_pending` caps what is outstanding. */
+  /**
+   * The pull window: the most messages asked for and not yet delivered (nats.js pulls
+   * again once three quarters of it are outstanding). Default 200 (serial: twice nats.js's
+   * default, so that the byte-limited pulls, each answered with a `409 Batch Completed`,
+   * come half as often and more stay in flight) or min(maxBuffered, 256); the server's
+   * `max_ack_pending` caps what is outstanding.
+   */
   pullBatch?: number;
   /**
    * How handlers run inside this instance:
@@ -182,7 +188,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     nakDelayMs: (deliveryCount) => nakSteps[Math.min(Math.max(deliveryCount, 1) - 1, nakSteps.length - 1)] ?? 0,
     ...(retry ? { retry } : {}),
   };
-  const pullBatch = Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 100 : Math.min(maxBuffered, 256)));
+  const pullBatch = Math.floor(positive(options.pullBatch, "pullBatch", concurrency === "serial" ? 200 : Math.min(maxBuffered, 256)));
   return {
     handler: options.handler,
     ackWaitMs,
