@@ -123,22 +123,23 @@ export interface PullGate {
 }
 
 /**
- * Puts a gate in front of the consume's pulls: before each pull, `allowance(outstanding)`
- * says how many messages and bytes it may ask for (a batch of 0: none now). A withheld
+ * Puts a gate in front of the consume's pulls: before each pull, `allowance(outstanding,
+ * wanted)` says how many messages (at most `wanted`, what nats.js asks for) and bytes it
+ * may ask for (a batch of 0: none now); the byte limit it gives is for that batch. A withheld
  * pull is sent by the returned `resume()` once the gate opens again.
  *
  * nats.js re-pulls from inside its delivery callback whenever fewer than a threshold
  * of messages are outstanding, however many the application still holds; the gate
  * is what bounds the messages and bytes held in the process and on their way to it.
  */
-export function gatePulls(messages: ConsumerMessages, allowance: (outstanding: number) => PullAllowance): PullGate {
+export function gatePulls(messages: ConsumerMessages, allowance: (outstanding: number, wanted: number) => PullAllowance): PullGate {
   const i = internals(messages);
   const original = i.pull?.bind(messages);
   const options = i.pullOptions?.bind(messages);
   if (!original || !options) throw unsupported("the consume's pull function (pull, pullOptions)");
   let withheld = false;
   i.pull = (opts: PullRequest) => {
-    const allowed = allowance(i.pending?.msgs ?? 0);
+    const allowed = allowance(i.pending?.msgs ?? 0, opts.batch ?? 0);
     const batch = Math.min(opts.batch ?? 0, allowed.batch);
     if (batch <= 0) {
       withheld = true;

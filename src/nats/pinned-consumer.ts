@@ -123,8 +123,19 @@ export class PinnedConsumer {
   private keepAlive: NodeJS.Timeout | undefined;
   /** The consumer's max_ack_pending: the most that can be delivered and unacked at once. */
   private ackPendingLimit = Number.POSITIVE_INFINITY;
-  /** The largest delivery seen, in bytes: what the byte budget expects of each message asked for. */
+  /** The largest delivery seen, in bytes (for the slow-consumer report's estimate of what the pulls could bring). */
   private largestDelivery = 0;
+  /** The largest delivery since the dispatcher last held nothing: no held message is larger. */
+  private largestHeld = 0;
+  /** Deliveries taken, and their count when the last pull went out: a pull that ends before any came may have met a message larger than its byte limit. */
+  private deliveries = 0;
+  private deliveriesAtPull = 0;
+  /**
+   * A pull ended before it brought anything (a message larger than its byte limit, or
+   * nothing to deliver): the next pull waits until nothing is held or asked for, and
+   * asks for one message of any size.
+   */
+  private pullBroughtNothing = false;
   /** What the pulls outstanding at the last pull could bring, in bytes (an upper bound: the largest delivery seen stands for each). */
   private askedBytes = 0;
   /** The keep-alives whose answers are awaited, by the last token of their reply subject. */
@@ -221,7 +232,7 @@ export class PinnedConsumer {
       throw err;
     }
     this.messages = messages;
-    this.gate = gatePulls(messages, (outstanding) => this.allowance(outstanding));
+    this.gate = gatePulls(messages, (outstanding, wanted) => this.allowance(outstanding, wanted));
     this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
     this.keepAlive.unref();
     void this.watchStatus(messages);
@@ -256,7 +267,15 @@ export class PinnedConsumer {
       if (this.stopping) continue;
       if (s.type === "consumer_pinned") this.events.onPinned(s.id);
       else if (s.type === "consumer_unpinned") this.pinLost();
-      else if (s.type === "discard") this.gate?.refill();
+      else if (s.type === "discard") {
+        // A pull ended with messages left. Before anything came, it met a message larger than its byte limit,
+        // unless it expired (a 408, reported right after as a debug event, which undoes this).
+        if (this.deliveries === this.deliveriesAtPull) this.pullBroughtNothing = true;
+        this.gate?.refill();
+      } else if (s.type === "debug" && s.code === 408 && this.pullBroughtNothing) {
+        this.pullBroughtNothing = false;
+        this.gate?.refill();
+      }
       else if (s.type === "consumer_deleted") {
         this.dispatcher.pauseStarts();
         this.events.onEnded(`the consumer was deleted (${s.code} ${s.description})`);
@@ -310,6 +329,9 @@ export class PinnedConsumer {
     this.lastDelivered = m;
     const size = deliverySize(m);
     if (size > this.largestDelivery) this.largestDelivery = size;
+    if (size > this.largestHeld) this.largestHeld = size;
+    this.deliveries += 1;
+    this.pullBroughtNothing = false;
     if (this.settings.replacedCopy?.(m)) {
       m.ack();
       return;
@@ -378,38 +400,47 @@ export class PinnedConsumer {
 
   /**
    * What the gate lets a pull ask for: room in the local buffer, in messages and in
-   * bytes (the largest delivery seen so far stands for every message held or asked
-   * for; no byte limit on a pull that could not pass the budget anyway: {@link pullRoom});
-   * or one message while nothing is outstanding, when nothing is held (a message
-   * larger than the byte budget) or when a hold has waited a PinnedTTL for its redeliveries.
+   * bytes ({@link pullRoom}: each message slot a share of the byte budget, what is held
+   * at the size of the largest message that may be among it; no byte limit on a pull
+   * that could not pass the budget anyway). One message of any size when nothing is
+   * held or outstanding after a pull that brought nothing (a message larger than a
+   * pull's byte limit comes alone), or when a hold has waited a PinnedTTL for its
+   * redeliveries; none while such a pull waits for the buffer to empty.
    */
-  private allowance(outstanding: number): PullAllowance {
+  private allowance(outstanding: number, wanted: number): PullAllowance {
     const held = this.dispatcher.size;
-    const largestPossible = largestPossibleDelivery(this.nc.info?.max_payload);
-    const room = pullRoom({
-      messageCap: this.settings.localBufferCap,
-      byteBudget: this.settings.maxBufferedBytes,
-      largestSeen: this.largestDelivery,
-      largestPossible,
-      held,
-      outstanding,
-    });
+    if (held === 0) this.largestHeld = 0;
+    const room: PullAllowance = this.pullBroughtNothing
+      ? { batch: 0 }
+      : pullRoom({
+          messageCap: this.settings.localBufferCap,
+          byteBudget: this.settings.maxBufferedBytes,
+          largestHeld: this.largestHeld,
+          largestPossible: largestPossibleDelivery(this.nc.info?.max_payload),
+          held,
+          outstanding,
+          wanted,
+        });
     if (room.batch > 0) {
-      this.askedBytes = this.largestDelivery > 0 ? this.largestDelivery * (outstanding + room.batch) : (room.maxBytes ?? room.batch * largestPossible);
+      this.deliveriesAtPull = this.deliveries;
+      this.askedBytes = this.largestDelivery > 0 ? this.largestDelivery * (outstanding + room.batch) : (room.maxBytes ?? 0);
       return room;
     }
     this.askedBytes = this.largestDelivery * outstanding;
     if (outstanding > 0) return { batch: 0 };
     const refusedSince = this.refused?.since;
     const waiting = this.guard.needsSettling && refusedSince !== undefined && performance.now() - refusedSince >= this.settings.pinnedTtlMs;
-    const batch = held === 0 || waiting ? 1 : 0;
+    const batch = (held === 0 && this.pullBroughtNothing) || waiting ? 1 : 0;
+    if (batch > 0) this.deliveriesAtPull = this.deliveries;
     this.askedBytes += this.largestDelivery * batch;
     return { batch };
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
   private onRoom(): void {
-    if (!this.gateShut || this.stopping) return;
+    if (this.stopping) return;
+    // A pull withheld for bytes (large messages held, or one waiting to come alone) goes once there is room.
+    if (!this.gateShut) return this.gate?.resume();
     const room = this.settings.localBufferCap - this.dispatcher.size;
     if (room < Math.max(1, Math.floor(Math.min(this.settings.maxMessages, this.settings.localBufferCap) / 4))) return;
     this.gateShut = false;
