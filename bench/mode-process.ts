@@ -42,6 +42,9 @@ const s = JSON.parse(process.argv[2] ?? "{}") as ModeRunSettings;
 const engine = (await import(s.engine)) as typeof Engine;
 const nc = await connect({ servers: s.url, name: `ab-${s.mode}` });
 const js = jetstream(nc);
+/** Diagnostics on stderr (bench/ab.ts): the status messages received, the sizes of the socket writes. */
+const tallyStatuses = Boolean(process.env.AB_STATUS);
+const recordWriteSizes = Boolean(process.env.AB_WRITE_SIZES);
 let writes = 0;
 const sizes: number[] = [];
 // Counts the connection's socket writes (bench only: nats.js's transport is not public API).
@@ -50,16 +53,15 @@ const send = transport?.send?.bind(transport);
 if (transport && send) {
   transport.send = (frame: Uint8Array) => {
     writes += 1;
-    if (process.env.AB_WRITE_SIZES) sizes.push(frame.length);
+    if (recordWriteSizes) sizes.push(frame.length);
     return send(frame);
   };
 }
 let writesFirst = 0;
-/** `AB_STATUS=1`: tallies the status messages received (code and description), printed to stderr at the end. */
 const statuses = new Map<string, number>();
 const protocol = (nc as unknown as { protocol?: { processMsg?: (msg: { sid: number; hdr: number }, data: Uint8Array) => void } }).protocol;
 const processMsg = protocol?.processMsg?.bind(protocol);
-if (process.env.AB_STATUS && protocol && processMsg) {
+if (tallyStatuses && protocol && processMsg) {
   protocol.processMsg = (msg, data) => {
     if (msg.hdr > 0 && msg.hdr === data.length) {
       const line = new TextDecoder().decode(data.subarray(0, Math.min(data.length, 60))).split("\r\n")[0] ?? "";
@@ -103,8 +105,8 @@ const member = await consume(js, {
   },
 });
 const result = await finished;
-if (process.env.AB_STATUS) process.stderr.write(`statuses: ${JSON.stringify([...statuses])}\n`);
-if (process.env.AB_WRITE_SIZES) {
+if (tallyStatuses) process.stderr.write(`statuses: ${JSON.stringify([...statuses])}\n`);
+if (recordWriteSizes) {
   const sorted = [...sizes].sort((a, b) => a - b);
   process.stderr.write(`write sizes: n ${sorted.length}, median ${sorted[sorted.length >> 1]}, p90 ${sorted[Math.floor(sorted.length * 0.9)]}, max ${sorted[sorted.length - 1]}, small(<200) ${sorted.filter((x) => x < 200).length}\n`);
 }
