@@ -123,45 +123,35 @@ test("byte budget - 2,800 tiny messages, then 300 of 1 MB with 40 ms of synchron
   }
 });
 
-test("byte budget - a message larger than maxBufferedBytes comes alone, and the messages behind it follow in order", { timeout: 120_000 }, async () => {
-  const env = await startEnv();
-  let member: ConsumerGroupMember | undefined;
-  try {
-    const { stream, subjectOf } = await staticGroup(env, "alone", 1);
-    const pub = new KeyedPublisher(env.js, subjectOf, 3, stream);
-    const log = new FaultLog();
-    member = await staticConsume(env.js, { stream, group: "g", member: "m1", maxBufferedBytes: 4096, handler: log.handler("A") });
-    await pub.publish(20);
-    const pad = "y".repeat(100_000);
-    await pub.publish(10, () => ({ pad }));
-    await pub.publish(5);
-    await waitFor(() => log.unique() >= pub.total() && log.allEnded(), 60_000, "all 35 handled (10 of them larger than the budget)");
-    const report = log.check(pub.published);
-    assert.equal(report.lost.length, 0);
-    assert.deepEqual(report.outOfOrder, []);
-  } finally {
-    await member?.stop();
-    await env.close();
-  }
-});
-
-test("byte budget - with the default budget, a 20 MB message on a server whose max_payload is 32 MB comes, and the ones behind it follow", { timeout: 120_000 }, async () => {
-  const env = await startEnv({ extraConfig: "max_payload: 33554432\nmax_pending: 134217728" });
-  let member: ConsumerGroupMember | undefined;
-  try {
-    const { stream, subjectOf } = await staticGroup(env, "huge", 1);
-    const pub = new KeyedPublisher(env.js, subjectOf, 1, stream);
-    const log = new FaultLog();
-    member = await staticConsume(env.js, { stream, group: "g", member: "m1", handler: log.handler("A") });
-    const pad = "z".repeat(20 * 1024 * 1024);
-    await pub.publish(1, () => ({ pad }));
-    await pub.publish(5);
-    await waitFor(() => log.unique() >= 6 && log.allEnded(), 60_000, "the 20 MB message and the 5 behind it handled");
-    const report = log.check(pub.published);
-    assert.equal(report.lost.length, 0);
-    assert.deepEqual(report.outOfOrder, []);
-  } finally {
-    await member?.stop();
-    await env.close();
-  }
-});
+/** Messages larger than a pull's byte limit: each case publishes its plan (count, padding bytes) to one key lane in order. */
+const aloneCases: { name: string; server?: string; maxBufferedBytes?: number; plan: [count: number, padBytes: number][] }[] = [
+  { name: "a message larger than maxBufferedBytes comes alone, and the messages behind it follow in order", maxBufferedBytes: 4096, plan: [[20, 0], [10, 100_000], [5, 0]] },
+  {
+    name: "with the default budget, a 20 MB message on a server whose max_payload is 32 MB comes, and the ones behind it follow",
+    server: "max_payload: 33554432\nmax_pending: 134217728",
+    plan: [[1, 20 * 1024 * 1024], [5, 0]],
+  },
+];
+for (const c of aloneCases) {
+  test(`byte budget - ${c.name}`, { timeout: 120_000 }, async () => {
+    const env = await startEnv(c.server ? { extraConfig: c.server } : {});
+    let member: ConsumerGroupMember | undefined;
+    try {
+      const { stream, subjectOf } = await staticGroup(env, "alone", 1);
+      const pub = new KeyedPublisher(env.js, subjectOf, 3, stream);
+      const log = new FaultLog();
+      member = await staticConsume(env.js, { stream, group: "g", member: "m1", ...(c.maxBufferedBytes ? { maxBufferedBytes: c.maxBufferedBytes } : {}), handler: log.handler("A") });
+      for (const [count, padBytes] of c.plan) {
+        const pad = "y".repeat(padBytes);
+        await pub.publish(count, () => (padBytes > 0 ? { pad } : {}));
+      }
+      await waitFor(() => log.unique() >= pub.total() && log.allEnded(), 60_000, `all ${pub.total()} handled`);
+      const report = log.check(pub.published);
+      assert.equal(report.lost.length, 0);
+      assert.deepEqual(report.outOfOrder, []);
+    } finally {
+      await member?.stop();
+      await env.close();
+    }
+  });
+}
