@@ -14,7 +14,8 @@
  * server, and only their ratio and CPU per message compare. `--pull-batch n` gives both
  * engines' members the same pull window. Each run's line also gives the protocol
  * messages its connection published and received and its socket writes per 1,000
- * handled, and the nats-server's CPU per message over the run; `AB_STATUS=1` makes each
+ * handled, and the CPU per message of the nats-servers on this machine over the run
+ * (every one of them: meaningless while other servers start and stop beside it); `AB_STATUS=1` makes each
  * child tally the status messages it received (`409 Batch Completed` per byte-limited
  * pull, say), `AB_WRITE_SIZES=1` the sizes of its socket writes.
  */
