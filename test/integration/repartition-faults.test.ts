@@ -44,6 +44,12 @@ async function storedPhase(client: Client, stream: string): Promise<{ phase: Sto
   return { phase: maxMembers === 12 ? "done" : "before the cut", maxMembers };
 }
 
+/** The ids of the server's open client connections. */
+async function openConnections(env: TestEnv): Promise<Set<number>> {
+  const connz = await env.server.monitor<{ connections?: { cid: number }[] }>("/connz?limit=4096");
+  return new Set((connz.connections ?? []).map((c) => c.cid));
+}
+
 /** When a run of the CLI is killed: once `ready` holds for its progress lines so far, after `delayMs` more. */
 interface KillPoint {
   what: string;
@@ -107,6 +113,7 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
           for (let run = 0; run <= plan.length; run++) {
             const point = plan[run];
             const before = await storedPhase(env, s);
+            const known = await openConnections(env);
             const cg = new CgProcess(["elastic", "repartition", s, g, "12", "--server", env.server.url, "--json"]);
             // Progress lines as they come (stderr, one JSON line each), passed on to the scenario.
             const lines: RepartitionProgress[] = [];
@@ -133,6 +140,11 @@ describe("repartition faults - kill -9 of the repartition process, and a 3-node 
               await cg.kill();
               const killed = await cg.exited(5_000);
               assert.equal(killed.signal, "SIGKILL", `run ${run + 1} was killed, not finished (it exited ${String(killed.code)}): the plan needs a later phase to still be under way\n${killed.stderr}`);
+              // A request the process wrote just before it died (the record's stream update, say) may still be in the
+              // server's hands: once the server has closed its connection, it has read everything the process sent,
+              // and what this test asks next is answered after it. (CI saw the next run resume from a record that the
+              // read right after the kill had not seen yet.)
+              await waitFor(async () => [...(await openConnections(env))].every((cid) => known.has(cid)), 10_000, `the server to close run ${run + 1}'s connection`);
               // Read right after the kill: the phase the killed process left behind (the next run's "resumed" cross-checks it).
               kills.push({ what: `${point.what} +${point.delayMs} ms`, ...(await storedPhase(env, s)), last: lines.at(-1) });
             }
