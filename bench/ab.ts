@@ -12,7 +12,9 @@
  * `--together` runs the old and the new run of a round at the same time (each on its own
  * group), so a machine whose load varies loads both alike: their rates then share the
  * server, and only their ratio and CPU per message compare. `--pull-batch n` gives both
- * engines' members the same pull window. Each run's line also gives the protocol
+ * engines' members the same pull window; `--new-max-buffered-bytes n` gives the new
+ * engine's members that byte budget (a budget no window can reach sends pulls without
+ * a byte limit: what the fence and the hold cost, without the byte bound). Each run's line also gives the protocol
  * messages its connection published and received and its socket writes per 1,000
  * handled, and the CPU per message of the nats-servers on this machine over the run
  * (every one of them: meaningless while other servers start and stop beside it); `AB_STATUS=1` makes each
@@ -45,6 +47,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     together: { type: "boolean", default: false },
     "pull-batch": { type: "string" },
+    "new-max-buffered-bytes": { type: "string" },
   },
 });
 const here = fileURLToPath(new URL("../../", import.meta.url));
@@ -60,6 +63,8 @@ const profiles = values["cpu-prof"];
 const together = values.together ?? false;
 /** `--pull-batch n`: both engines' members pull with this window instead of their defaults. */
 const pullBatch = values["pull-batch"] !== undefined ? Number(values["pull-batch"]) : undefined;
+/** `--new-max-buffered-bytes n`: the new engine's members have this byte budget instead of the default. */
+const newMaxBufferedBytes = values["new-max-buffered-bytes"] !== undefined ? Number(values["new-max-buffered-bytes"]) : undefined;
 
 /** Runs one child and returns what it measured. */
 function runChild(settings: ModeRunSettings, name: string): Promise<ModeRunResult> {
@@ -149,7 +154,7 @@ try {
         const key = `${flavour} ${mode}`;
         const one = async (engine: "old" | "new", group: string): Promise<void> => {
           const serverBefore = serverCpuUs();
-          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group, member: "m", mode, count, ...(pullBatch !== undefined ? { pullBatch } : {}) }, `${flavour}-${mode}-${engine}-${round + 1}`);
+          const r = await runChild({ engine: engines[engine], url: server.url, flavour, stream, group, member: "m", mode, count, ...(pullBatch !== undefined ? { pullBatch } : {}), ...(engine === "new" && newMaxBufferedBytes !== undefined ? { maxBufferedBytes: newMaxBufferedBytes } : {}) }, `${flavour}-${mode}-${engine}-${round + 1}`);
           const serverUsPerMsg = (serverCpuUs() - serverBefore) / count;
           samples.set(key, [...(samples.get(key) ?? []), { round, engine, ...r, serverUsPerMsg }]);
           log(`  round ${round + 1} ${key} ${engine}: ${r.rate.toFixed(0)} msgs/s, ${r.cpuUsPerMsg.toFixed(2)} µs/msg, ${r.outPerThousand?.toFixed(1) ?? "?"} published, ${r.inPerThousand?.toFixed(1) ?? "?"} received and ${r.writesPerThousand?.toFixed(1) ?? "?"} socket writes per 1,000, server ${serverUsPerMsg.toFixed(2)} µs/msg`);

@@ -24,6 +24,8 @@ export interface ModeRunSettings {
   count: number;
   /** The member's `pullBatch`, when not its default. */
   pullBatch?: number;
+  /** The member's `maxBufferedBytes`, when not its default. */
+  maxBufferedBytes?: number;
 }
 
 /** What the child prints. */
@@ -89,6 +91,7 @@ const member = await consume(js, {
   consumerConfig: { ack_policy: "explicit" },
   ...(s.mode === "serial" ? {} : { concurrency: s.mode }),
   ...(s.pullBatch !== undefined ? { pullBatch: s.pullBatch } : {}),
+  ...(s.maxBufferedBytes !== undefined ? { maxBufferedBytes: s.maxBufferedBytes } : {}),
   handler: () => {
     if (n === 0) {
       first = clock();
