@@ -1,6 +1,8 @@
 /** Subject token helpers shared by the partition maths and the validators. */
 import { ConsumerGroupError } from "./errors.js";
 
+const DOT = 46;
+
 /**
  * Splits a subject into tokens, rejecting empty tokens and whitespace.
  *
@@ -62,18 +64,25 @@ export function matchesFilter(subjectTokens: readonly string[], filterTokens: re
  *
  * @param subject - a literal subject (no empty tokens)
  * @param filterTokens - tokens of a filter, possibly with `*` and a final `>`
+ * @param from - where in `subject` token `firstToken` starts (its length + 1 when the subject has no more tokens)
+ * @param firstToken - the index of the filter token to match there: the tokens before it are known to match
  */
-export function subjectMatchesFilter(subject: string, filterTokens: readonly string[]): boolean {
+export function subjectMatchesFilter(subject: string, filterTokens: readonly string[], from = 0, firstToken = 0): boolean {
   /** Where the subject's next token starts. */
-  let at = 0;
-  for (let i = 0; i < filterTokens.length; i++) {
+  let at = from;
+  for (let i = firstToken; i < filterTokens.length; i++) {
     if (at >= subject.length) return false;
     const f = filterTokens[i] as string;
     if (f === ">") return true;
-    let end = subject.indexOf(".", at);
-    if (end === -1) end = subject.length;
-    if (f !== "*" && (end - at !== f.length || !subject.startsWith(f, at))) return false;
-    at = end + 1;
+    if (f === "*") {
+      const end = subject.indexOf(".", at);
+      at = end === -1 ? subject.length + 1 : end + 1;
+      continue;
+    }
+    // A literal: the token is `f` when the subject has `f` here and a dot (or its end) right after.
+    const after = at + f.length;
+    if (!subject.startsWith(f, at) || (after < subject.length && subject.charCodeAt(after) !== DOT)) return false;
+    at = after + 1;
   }
   return at === subject.length + 1;
 }

@@ -310,6 +310,7 @@ export class Dispatcher {
     this.pumping = true;
     try {
       while (!this.stopping && !this.startsPaused && this.executing < this.policy.maxInFlight) {
+        if (this.retries.length === 0 && this.ready.length === 0) break;
         // Asked before every start, not once per pump: a synchronous handler (or the synchronous part of
         // an async one) run by this loop may have taken long enough for the answer to change.
         if (this.policy.mayStart && !this.policy.mayStart()) {

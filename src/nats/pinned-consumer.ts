@@ -49,6 +49,9 @@ const PROOF_RETRY_MS = 250;
 /** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
 const REPORTED_HOLD_MS = 100;
 
+/** The monotonic clock, read by the start guard only when a delivery begins a hold. */
+const monotonicNow = (): number => performance.now();
+
 /** The pin id a consumer's state names for this library's priority group, if any. */
 export function currentPin(info: unknown): string | undefined {
   const groups = (info as { priority_groups?: { group: string; pinned_client_id?: string }[] }).priority_groups;
@@ -324,7 +327,7 @@ export class PinnedConsumer {
   private take(m: JsMsg): void {
     const numbers = deliveryNumbersOf(m);
     const pin = m.headers?.get("Nats-Pin-Id") || undefined;
-    const next = this.guard.delivered(pin, numbers.consumerSequence, numbers.deliveryCount > 1, performance.now());
+    const next = this.guard.delivered(pin, numbers.consumerSequence, numbers.deliveryCount > 1, monotonicNow);
     if (next.prove) {
       this.pinLossHandled = false;
       this.keepPin();

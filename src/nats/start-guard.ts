@@ -123,11 +123,12 @@ export class StartGuard {
    * @param pin - its `Nats-Pin-Id` header ("" or undefined when it has none)
    * @param consumerSeq - its consumer (delivery) sequence
    * @param redelivered - its delivery count is above 1
-   * @param now - monotonic ms
+   * @param clock - monotonic ms, or a clock read only when the delivery begins a hold (most deliveries do not: it runs for each)
    */
-  delivered(pin: string | undefined, consumerSeq: number, redelivered: boolean, now: number): DeliveryAction {
+  delivered(pin: string | undefined, consumerSeq: number, redelivered: boolean, clock: number | (() => number)): DeliveryAction {
     let next = NOTHING_TO_DO;
     if (pin && pin !== this.pin) {
+      const now = typeof clock === "number" ? clock : clock();
       this.pin = pin;
       if (this.proof.kind !== "unavailable") this.proof = { kind: "none" };
       this.hold("takeover", now);
@@ -136,7 +137,7 @@ export class StartGuard {
     } else if (this.lastConsumerSeq !== undefined && consumerSeq !== this.lastConsumerSeq + 1) {
       // Skipped deliveries went to someone else (a dropped socket, a stale pull); a lower one means the
       // consumer's delivery state went back (a leader change, a recreated consumer).
-      this.hold("gap", now);
+      this.hold("gap", typeof clock === "number" ? clock : clock());
       next = SETTLE;
     }
     this.lastConsumerSeq = consumerSeq;

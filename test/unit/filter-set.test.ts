@@ -21,6 +21,20 @@ describe("filter set", () => {
     { filters: ["0.s.*", "1.s.*"], subject: "2.s.k7", matches: false },
     { filters: ["0.s.*", "1.s.*"], subject: "1.s.k7.extra", matches: false },
     { filters: ["0.s.*"], subject: "0", matches: false },
+    // Partition numbers are looked up by value, so a token that spells one differently is not it.
+    { filters: ["3.>"], subject: "03.orders.k1", matches: false },
+    { filters: ["0.>"], subject: "00.orders.k1", matches: false },
+    { filters: ["3.>", "3"], subject: "3", matches: true },
+    { filters: ["3", "3.>"], subject: "3.a", matches: true },
+    { filters: ["3"], subject: "3.a", matches: false },
+    { filters: ["123456.>"], subject: "123456.a", matches: true },
+    { filters: ["123456.>"], subject: "12345.a", matches: false },
+    { filters: ["65535.s.*", "65536.s.*"], subject: "65536.s.k", matches: true },
+    { filters: ["pcg-repartition.2.s.*", "2.s.*"], subject: "pcg-repartition.2.s.k", matches: true },
+    { filters: ["pcg-repartition.2.s.*"], subject: "pcg-repartition.3.s.k", matches: false },
+    { filters: ["2.s.*", "*.t.>"], subject: "2.t.k", matches: true },
+    { filters: ["2.s.k"], subject: "2.s.kk", matches: false },
+    { filters: ["2.s.kk"], subject: "2.s.k", matches: false },
   ];
   for (const c of cases) {
     test(`filter set - ${JSON.stringify(c.filters)} ${c.matches ? "matches" : "does not match"} ${c.subject}`, () => {

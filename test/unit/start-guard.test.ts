@@ -204,3 +204,23 @@ describe("start guard - mayStart (asked before every start) answers as the phase
     assert.deepEqual(g.delivered("z", 10, false, 13), { prove: true, settle: true });
   });
 });
+
+describe("start guard - the clock", () => {
+  test("start guard - a delivery in sequence under the same pin reads no clock; a new pin and a gap read it once each", () => {
+    const g = new StartGuard({ pinnedTtlMs: 1000, redeliveryHoldMs: 500 });
+    let reads = 0;
+    const clock = (): number => {
+      reads += 1;
+      return 100 * reads;
+    };
+    g.delivered("p", 1, false, clock);
+    assert.equal(reads, 1, "a new pin begins a takeover hold");
+    for (let seq = 2; seq <= 50; seq++) g.delivered("p", seq, false, clock);
+    assert.equal(reads, 1, "deliveries in sequence");
+    g.delivered("p", 60, false, clock);
+    assert.equal(reads, 2, "a gap begins a hold");
+    const phase = g.phase(1000);
+    assert.equal(phase.kind, "holding");
+    assert.equal(phase.kind === "holding" ? phase.since : undefined, 100, "the takeover hold began when the clock was first read");
+  });
+});
