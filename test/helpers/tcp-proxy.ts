@@ -141,3 +141,52 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
     },
   };
 }
+
+/** A running {@link startTapProxy}. */
+export interface TapProxy {
+  /** Where clients connect (`nats://127.0.0.1:<port>`). */
+  url: string;
+  /** The port clients connect to. */
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A loopback proxy that shows a test each chunk a client sends before it is forwarded:
+ * `toServer` may hold a chunk (its promise), and the chunks behind it wait, in order;
+ * `fromServer` sees each chunk the server sends. For lining one client's request up
+ * behind another's as the server sees them.
+ */
+export async function startTapProxy(targetPort: number, toServer: (chunk: Buffer) => Promise<void> | void, fromServer?: (chunk: Buffer) => void): Promise<TapProxy> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: "127.0.0.1", port: targetPort });
+    for (const sock of [client, upstream]) {
+      sockets.add(sock);
+      sock.on("close", () => sockets.delete(sock));
+      sock.on("error", () => sock.destroy());
+    }
+    if (fromServer) upstream.on("data", (chunk: Buffer) => fromServer(chunk));
+    upstream.pipe(client);
+    let chain = Promise.resolve();
+    client.on("data", (chunk: Buffer) => {
+      chain = chain.then(async () => {
+        await toServer(chunk);
+        if (!upstream.destroyed) upstream.write(chunk);
+      });
+    });
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    async close() {
+      for (const sock of sockets) sock.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -13,6 +13,18 @@
  * on any two members, and no duplicate at all: nothing crashed and no AckWait ran out
  * (5 s, against a round trip of 800 ms), so a message handled twice is a handoff that
  * lost an ack or handed over what was still being handled.
+ *
+ * The fault report's duplicates (61-76 in 3 of 6 runs, the old owner re-running what the
+ * new owner had handled, a key on two members at once) need one more thing, found by
+ * lining requests up on the wire: a hot standby on a healthy link whose create of the
+ * member's consumer reaches the server while the slow pinned instance's delete of it is
+ * carried out. The server races the two (`open …/meta.inf.tmp: no such file or
+ * directory`), the consumer it makes keeps the deleted one's pending deliveries, and
+ * after AckWait it redelivers to the old owner the messages of the partition that moved,
+ * which the new owner had already handled. The last test holds the standby's create on
+ * its link and lets it go the moment the delete reaches the server (file storage, as the
+ * race needs): on 16d7c24 4 of 10 runs broke (71-77 duplicates, 18-26 overlaps); with the
+ * consumer-create gate the standby sends no create while the old consumer is there.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -20,7 +32,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { addMembers, createElastic, deleteMembers, elasticConsume, workQueueStreamName, type ConcurrencyMode, type ConsumerGroupMember, type MemberStatus } from "../../src/index.js";
 import { FaultLog, KeyedPublisher, clock, summary, type FaultReport } from "../helpers/fault-check.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
-import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
+import { startTapProxy, startTcpProxy, type TapProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
 
 /** The delay per chunk, each way, on a slowed link. */
 const SLOW_LINK_MS = 400;
@@ -58,6 +70,16 @@ interface SlowLinkScenario {
   /** The membership after the change (to know when every member took its new partitions). */
   membersAfter: string[];
   concurrency: ConcurrencyMode;
+  /** Messages published at once right before the change (default {@link BURST_BEFORE_CHANGE}). */
+  burst?: number;
+  /** File-stored streams (memory by default). */
+  fileStorage?: boolean;
+  /**
+   * Lines a standby's create of its member's consumer up behind the pinned instance's
+   * delete of it: from the change on, the standby's create request is held on its link
+   * and let go the moment the pinned instance's delete request reaches the server.
+   */
+  createBehindDelete?: { member: string; pinned: string; standby: string };
 }
 
 /** A member status event with the time it came. */
@@ -131,6 +153,7 @@ function duplicateDetails(log: FaultLog, limit: number): string[] {
 async function slowLinkRun(scenario: SlowLinkScenario): Promise<FaultReport> {
   const env = await startEnv();
   const proxies = new Map<string, TcpProxy>();
+  const taps: TapProxy[] = [];
   const members: ConsumerGroupMember[] = [];
   const statuses: TimedStatus[] = [];
   const disconnects = new Map<string, number>();
@@ -138,17 +161,52 @@ async function slowLinkRun(scenario: SlowLinkScenario): Promise<FaultReport> {
   let load: Promise<void> | undefined;
   try {
     const stream = uniqueName("slowlink");
-    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], ...(scenario.fileStorage ? { storage: "file" as const } : {}) });
     await createElastic(env.js, { stream, group: "g", maxMembers: PARTITIONS, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
     await addMembers(env.js, stream, "g", scenario.membersBefore);
     const wq = workQueueStreamName(stream, "g");
     const log = new FaultLog();
     const pub = new KeyedPublisher(env.js, (key) => `${stream}.${key}`, KEYS, stream);
 
-    const startInstance = async ({ who, member }: InstanceSpec): Promise<void> => {
-      const proxy = await startTcpProxy(env.server.port, 0, true);
+    // The create-behind-delete line-up: armed at the change, let go by the pinned instance's delete.
+    const race = scenario.createBehindDelete;
+    // nats.js names the consumer in a delete's subject, not in a create's (its name is in the body).
+    const deleteSubject = `$JS.API.CONSUMER.DELETE.${wq}.${race?.member ?? ""}`;
+    const createSubject = `$JS.API.CONSUMER.CREATE.${wq}`;
+    let armed = false;
+    let letCreateGo: (() => void) | undefined;
+    let deleteSeen: Promise<void> = Promise.resolve();
+    const raceLog: string[] = [];
+    const noteRace = (what: string): void => void raceLog.push(`+${Math.round(clock() - log.t0)} ${what}`);
+    /** The instance's way to the server: its own adjustable proxy, and for the race a tap behind it (pinned) or instead of it (standby). */
+    const linkOf = async (who: string): Promise<string> => {
+      if (race && who === race.standby) {
+        const tap = await startTapProxy(env.server.port, async (chunk) => {
+          if (!armed || !chunk.includes(createSubject)) return;
+          noteRace(`${who}'s create held`);
+          await deleteSeen;
+          noteRace(`${who}'s create let go`);
+        });
+        taps.push(tap);
+        return tap.url;
+      }
+      let port = env.server.port;
+      if (race && who === race.pinned) {
+        const tap = await startTapProxy(port, (chunk) => {
+          if (!armed || letCreateGo === undefined || !chunk.includes(deleteSubject)) return;
+          noteRace(`${who}'s delete reaches the server`);
+          setImmediate(letCreateGo);
+          letCreateGo = undefined;
+        });
+        taps.push(tap);
+        port = tap.port;
+      }
+      const proxy = await startTcpProxy(port, 0, true);
       proxies.set(who, proxy);
-      const client = await env.connect({ servers: proxy.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+      return proxy.url;
+    };
+    const startInstance = async ({ who, member }: InstanceSpec): Promise<void> => {
+      const client = await env.connect({ servers: await linkOf(who), maxReconnectAttempts: -1, reconnectTimeWait: 100 });
       countDisconnects(client.nc, disconnects, who);
       const instance = await elasticConsume(client.js, {
         stream,
@@ -191,9 +249,17 @@ async function slowLinkRun(scenario: SlowLinkScenario): Promise<FaultReport> {
     // A backlog right before the change: the members give partitions up with messages buffered and on the wire.
     await new Promise<void>((resolve) => {
       burstDone = resolve;
-      burst = BURST_BEFORE_CHANGE;
+      burst = scenario.burst ?? BURST_BEFORE_CHANGE;
     });
     const changeAt = clock();
+    if (race) {
+      deleteSeen = new Promise<void>((resolve) => {
+        letCreateGo = resolve;
+        // No delete seen (another instance deleted, say): the create goes after 20 s anyway.
+        setTimeout(resolve, 20_000).unref();
+      });
+      armed = true;
+    }
     await scenario.change(env, stream);
     // Every member of the new membership took its new partitions (the change was acted on), under load.
     await waitFor(
@@ -226,6 +292,7 @@ async function slowLinkRun(scenario: SlowLinkScenario): Promise<FaultReport> {
       `  complete: ${complete}; links of ${scenario.slowed.join(", ")} slow (${SLOW_LINK_MS} ms a chunk) from ${rel(slowFrom)} to ${rel(slowUntil)}; ` +
         `change at ${rel(changeAt)}, every member joined by ${rel(joinedAt)}; disconnects: ${[...disconnects].map(([m, n]) => `${m} ${n}`).join(", ") || "none"}`,
     );
+    if (race) console.log(`  create behind delete: ${raceLog.join("; ") || "the standby sent no create of the consumer after the change"}`);
     const interesting = new Set(["partitions_changed", "joined", "idle", "pinned", "unpinned", "drain_timeout", "ack_failed", "consumer_lost", "consumer_error", "starts_held", "slow_consumer", "handler_error"]);
     if (report.duplicates > 0 || report.overlaps.length > 0 || report.outOfOrder.length > 0 || report.lost.length > 0 || !complete) {
       for (const s of statuses) if (interesting.has(s.event.type)) console.log(`    ${rel(s.at)} ${s.who}: ${describeStatus(s.event)}`);
@@ -241,6 +308,7 @@ async function slowLinkRun(scenario: SlowLinkScenario): Promise<FaultReport> {
     await load?.catch(() => undefined);
     await Promise.allSettled(members.map((m) => m.stop()));
     for (const proxy of proxies.values()) await proxy.close();
+    for (const tap of taps) await tap.close();
     await env.close();
   }
 }
@@ -292,4 +360,38 @@ test("slow link - a member deleted while its link and another member's are slow:
     concurrency: "key",
   });
   assertPromises(report, "member deleted");
+});
+
+/** Runs of the create-behind-delete test: the race is the server's, one run in 2-3 hit it on 16d7c24. */
+const CREATE_RACE_RUNS = Number(process.env.SLOW_LINK_CREATE_RACE_RUNS ?? "3");
+
+test("slow link - a standby's create reaches the server while the slow pinned instance deletes the consumer, a member added: no duplicate, no overlap", { timeout: 120_000 * CREATE_RACE_RUNS }, async () => {
+  // m1 {0,1,2} m2 {3,4,5}, then m1 {0,1} m2 {2,3} m3 {4,5}, the pinned m1a and m2a slow. m1s, m1's standby on a healthy link,
+  // has any create of consumer m1 held on its link until m1a's delete of it reaches the server.
+  const failures: string[] = [];
+  for (let run = 1; run <= CREATE_RACE_RUNS; run++) {
+    const report = await slowLinkRun({
+      name: `slow link, create behind delete, member added (run ${run})`,
+      membersBefore: ["m1", "m2"],
+      instances: [
+        { who: "m1a", member: "m1" },
+        { who: "m2a", member: "m2" },
+        { who: "m3a", member: "m3" },
+        { who: "m1s", member: "m1", standby: true },
+      ],
+      slowed: ["m1a", "m2a"],
+      change: (env, stream) => addMembers(env.js, stream, "g", ["m3"]),
+      membersAfter: ["m1", "m2", "m3"],
+      concurrency: "serial",
+      burst: 800,
+      fileStorage: true,
+      createBehindDelete: { member: "m1", pinned: "m1a", standby: "m1s" },
+    });
+    try {
+      assertPromises(report, `run ${run}`);
+    } catch (err) {
+      failures.push(err instanceof Error ? err.message : String(err));
+    }
+  }
+  assert.deepEqual(failures, [], `${failures.length} of ${CREATE_RACE_RUNS} runs broke a promise`);
 });
