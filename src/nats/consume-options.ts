@@ -36,8 +36,8 @@ export interface ConsumeOptions extends MemberLifecycle {
   /** How long `stop()` and rebalances wait for the handler in flight, in ms. Default: AckWait. */
   drainTimeoutMs?: number;
   /**
-   * The pull window: the most messages asked for and not yet delivered (nats.js pulls
-   * again once three quarters of it are outstanding). Default 200 (serial: twice nats.js's
+   * The pull window: the most messages asked for and not yet delivered (a member pulls
+   * again once half of it was delivered). Default 200 (serial: twice nats.js's
    * default, so that the byte-limited pulls, each answered with a `409 Batch Completed`,
    * come half as often and more stay in flight) or min(maxBuffered, 256); the server's
    * `max_ack_pending` caps what is outstanding.
