@@ -5,6 +5,7 @@
  * not know it. A test kills the client in that window.
  */
 import { createConnection, createServer, type Socket } from "node:net";
+import { listenOnLoopback } from "./tcp-proxy.js";
 
 /** A running proxy. */
 export interface AckHoldProxy {
@@ -48,9 +49,7 @@ export async function startAckHoldProxy(targetPort: number): Promise<AckHoldProx
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const port = await listenOnLoopback(server);
   return {
     url: `nats://127.0.0.1:${port}`,
     holding: () => held,

@@ -100,9 +100,7 @@ export async function startTcpProxy(targetPort: number, delayMs = 0, adjustable 
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const port = await listenOnLoopback(server);
   return {
     url: `nats://127.0.0.1:${port}`,
     setDelay(ms) {
@@ -178,9 +176,7 @@ export async function startTapProxy(targetPort: number, toServer: (chunk: Buffer
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const port = await listenOnLoopback(server);
   return {
     url: `nats://127.0.0.1:${port}`,
     port,
@@ -189,4 +185,11 @@ export async function startTapProxy(targetPort: number, toServer: (chunk: Buffer
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** Starts `server` on a free loopback port and returns the port. */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  return typeof address === "object" && address ? address.port : 0;
 }
