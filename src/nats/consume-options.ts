@@ -74,7 +74,9 @@ export interface ConsumeOptions extends MemberLifecycle {
    * server never queues more for it than its slow-consumer limit (`max_pending`, 64 MiB
    * by default) allows while handlers keep the event loop busy. A message larger than a
    * pull's limit (or than this) still comes, alone, once nothing else is held.
-   * Default 16 MiB. Pulls then carry a byte limit (`max_bytes`), and the server answers
+   * The server's limit is per connection, so instances that share a connection share
+   * their budgets: each has its budget over the number of instances on the connection
+   * (together, at most the largest of their budgets). Default 16 MiB. Pulls then carry a byte limit (`max_bytes`), and the server answers
    * each one with a `409 Batch Completed` message; a budget that holds `maxBuffered`
    * messages of the server's `max_payload` (plus 64 KiB each) needs no limit, and pulls
    * go without one: 5-8 % less client CPU per small message in the engine A/B

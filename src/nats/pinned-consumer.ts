@@ -39,6 +39,7 @@ import {
 import { likelySlowConsumerCut, loopPressure, watchLoopLag, type LoopPressure } from "./loop-lag.js";
 import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
+import { joinConnectionBudget, type ConnectionBudget } from "./connection-budget.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
 import { writeBatchOf } from "./write-batch.js";
 
@@ -107,6 +108,8 @@ export interface PullSettings {
  */
 export class PinnedConsumer {
   private messages: ConsumerMessages | undefined;
+  /** This instance's part of the byte budget of its connection's instances (see `connection-budget.ts`), from start to stop. */
+  private budget: ConnectionBudget | undefined;
   private handle: Consumer | undefined;
   private readonly dispatcher: Dispatcher;
   private readonly guard: StartGuard;
@@ -216,11 +219,12 @@ export class PinnedConsumer {
     watchLoopLag();
     // Open before the first delivery: its new pin asks for a proof at once.
     this.openProofInbox();
+    this.budget = joinConnectionBudget(this.nc, this);
     let messages: ConsumerMessages | undefined;
     try {
       const pullSubject = `${apiPrefix(this.js)}.CONSUMER.MSG.NEXT.${this.stream}.${this.consumer}`;
       const window = Math.min(this.settings.maxMessages, this.settings.localBufferCap);
-      messages = await consumeWithBoundedFirstPull(this.nc, pullSubject, this.settings.maxBufferedBytes, () =>
+      messages = await consumeWithBoundedFirstPull(this.nc, pullSubject, this.byteBudget(), () =>
         consumer.consume({
           group: PRIORITY_GROUP,
           expires: this.settings.expiresMs,
@@ -236,6 +240,7 @@ export class PinnedConsumer {
     } catch (err) {
       messages?.stop();
       this.proofInbox?.close();
+      this.budget.leave();
       throw err;
     }
     this.messages = messages;
@@ -421,7 +426,7 @@ export class PinnedConsumer {
       ? { batch: 0 }
       : pullRoom({
           messageCap: this.settings.localBufferCap,
-          byteBudget: this.settings.maxBufferedBytes,
+          byteBudget: this.byteBudget(),
           largestHeld: this.largestHeld,
           largestPossible: largestPossibleDelivery(this.nc.info?.max_payload),
           held,
@@ -441,6 +446,11 @@ export class PinnedConsumer {
     if (batch > 0) this.deliveriesAtPull = this.deliveries;
     this.askedBytes += this.largestDelivery * batch;
     return { batch };
+  }
+
+  /** This instance's byte budget now: `maxBufferedBytes` shared with the other instances on its connection. */
+  private byteBudget(): number {
+    return this.budget?.shareOf(this.settings.maxBufferedBytes) ?? this.settings.maxBufferedBytes;
   }
 
   /** A message left the dispatcher: reopen the gate once a useful batch fits again. */
@@ -590,6 +600,7 @@ export class PinnedConsumer {
     clearInterval(this.keepAlive);
     this.proofInbox?.close();
     this.connectionWatch?.stop?.();
+    this.budget?.leave();
     return finished;
   }
 

@@ -204,11 +204,12 @@ describe("static - behaviour: consuming", () => {
     try {
       // 2 members, one per partition, 256 buffered (serial's default): the default budget (16 MiB) cannot hold 256 messages
       // of 1 MiB (the server's max_payload) and more, so every pull is bounded; 512 MiB can, so only the first pull
-      // (sent from inside nats.js's consume, before the gate) is.
+      // (sent from inside nats.js's consume, before the gate) is. Each on a connection of its own: instances on one
+      // connection share their budgets.
       await createStatic(env.js, { stream, group: "g", maxMembers: 2, members: ["small", "large"] });
       const handled = { small: 0, large: 0 };
-      track(await staticConsume(env.js, { stream, group: "g", member: "small", handler: () => void (handled.small += 1) }));
-      track(await staticConsume(env.js, { stream, group: "g", member: "large", maxBufferedBytes: 512 * 1024 * 1024, handler: () => void (handled.large += 1) }));
+      track(await staticConsume((await env.connect()).js, { stream, group: "g", member: "small", handler: () => void (handled.small += 1) }));
+      track(await staticConsume((await env.connect()).js, { stream, group: "g", member: "large", maxBufferedBytes: 512 * 1024 * 1024, handler: () => void (handled.large += 1) }));
       await waitFor(() => handled.small + handled.large === 400, 20_000, "all 400 handled");
       await env.nc.flush();
       const of = (c: string): unknown[] => pulls.filter((p) => p.consumer === c).map((p) => p.maxBytes);
