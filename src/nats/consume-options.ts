@@ -215,7 +215,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
   };
 }
 
-/** The default byte budget of an instance: a quarter of the server's default slow-consumer limit. */
+/** The default byte budget of an instance (shared with the other instances on its connection): a quarter of the server's default slow-consumer limit. */
 const DEFAULT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {

@@ -6,7 +6,7 @@
  * budget, and a pull's `max_bytes` is its batch's shares. A byte limit reserves its
  * bytes until the pull ends, however small its messages are, so giving one pull the
  * whole remaining room would leave none for the next while it is still running; with
- * shares, the pulls that can be live at once (nats.js pulls again each time a quarter
+ * shares, the pulls that can be live at once (a member pulls again each time half
  * of the window was delivered, and the server fills them in order) reserve at most
  * twice the budget together, and what is held counts against the budget at the size of
  * the largest message that may be among it.
