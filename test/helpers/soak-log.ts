@@ -23,7 +23,7 @@ export interface SoakPayload {
 export type SoakLogLine =
   | { ev: "start"; pid: number; run: number; key: string; seq: number; at: number; dc: number }
   | { ev: "end"; pid: number; run: number; key: string; seq: number; at: number; ok: boolean; aborted: boolean }
-  | { ev: "status"; pid: number; at: number; type: string; detail?: string }
+  | { ev: "status"; pid: number; at: number; type: string; detail?: string; info?: string }
   | { ev: "closed"; pid: number; at: number; error: string | null };
 
 /** One handler run, from its `start` line and (if it was written) its `end` line. */
@@ -43,6 +43,9 @@ export interface HandlerRun {
   aborted?: boolean;
 }
 
+/** The status events a failed run's timeline shows for the processes it names. */
+const OWNERSHIP_EVENTS = new Set(["joined", "partitions_changed", "pinned", "unpinned", "starts_held", "consumer_lost", "idle"]);
+
 /** Tails the log files of every instance and keeps what they recorded. */
 export class SoakLogReader {
   private readonly offsets = new Map<string, number>();
@@ -56,6 +59,8 @@ export class SoakLogReader {
   readonly errors: { pid: number; at: number; detail: string }[] = [];
   /** The connections' own events (`connection_disconnect`, `connection_reconnect`, …), with when and who. */
   readonly connection: { pid: number; at: number; type: string; detail?: string }[] = [];
+  /** Ownership and pin events (joined, partitions changed, pinned, unpinned, held, lost, idle), with what they said. */
+  readonly ownership: { pid: number; at: number; type: string; info?: string }[] = [];
   /** Members that stopped on their own, with their error. */
   readonly closed: { pid: number; at: number; error: string | null }[] = [];
   /** End lines without a start line (should be none). */
@@ -129,6 +134,7 @@ export class SoakLogReader {
         this.statusCounts.set(line.type, (this.statusCounts.get(line.type) ?? 0) + 1);
         if (line.type.startsWith("connection_")) this.connection.push({ pid: line.pid, at: line.at, type: line.type, ...(line.detail === undefined ? {} : { detail: line.detail }) });
         else if (line.detail !== undefined) this.errors.push({ pid: line.pid, at: line.at, detail: line.detail });
+        if (OWNERSHIP_EVENTS.has(line.type)) this.ownership.push({ pid: line.pid, at: line.at, type: line.type, ...(line.info === undefined ? {} : { info: line.info }) });
         break;
       case "closed":
         this.closed.push({ pid: line.pid, at: line.at, error: line.error });

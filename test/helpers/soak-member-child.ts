@@ -87,7 +87,18 @@ void (async () => {
   for await (const e of member.status()) {
     // An error's code and message go into the log: a failed run names what the server said.
     const detail = e.type === "consumer_error" ? `${e.error.code}: ${e.error.message}` : undefined;
-    record({ ev: "status", pid, at: now(), type: e.type, ...(detail === undefined ? {} : { detail }) });
+    // What the instance owned and when it was pinned or held: a failed run's timeline follows a key's partition with it.
+    const info =
+      e.type === "joined" || e.type === "partitions_changed"
+        ? `partitions ${e.partitions.join(",") || "none"}`
+        : e.type === "pinned"
+          ? `pin ${e.pinId}`
+          : e.type === "consumer_lost" || e.type === "idle"
+            ? e.reason
+            : e.type === "starts_held"
+              ? `${e.reason} ${e.durationMs} ms`
+              : undefined;
+    record({ ev: "status", pid, at: now(), type: e.type, ...(detail === undefined ? {} : { detail }), ...(info === undefined ? {} : { info }) });
   }
 })();
 

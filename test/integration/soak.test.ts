@@ -349,7 +349,7 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
 
 /**
  * What was done to the processes a failed run's report names (kills, SIGSTOP pulses,
- * link stalls and slow links), their connections' events and the errors they reported, in time order: the
+ * link stalls and slow links), their connections' events, their ownership and pin events and the errors they reported, in time order: the
  * timeline a reader needs to tell a fault's documented effect from a broken promise.
  */
 function disturbances(f: SoakFleet, kills: { member: string; pid: number; at: number }[], report: string): string {
@@ -361,8 +361,9 @@ function disturbances(f: SoakFleet, kills: { member: string; pid: number; at: nu
     ...f.slowLinks.filter((s) => named.has(s.pid)).map((s) => ({ t: s.from, text: `slow link (${s.delayMs} ms per chunk) of pid ${s.pid} until ${at(s.to)}` })),
     ...f.log.errors.map((e) => ({ t: e.at, text: `pid ${e.pid} reported ${e.detail}` })),
     ...f.log.connection.filter((c) => named.has(c.pid)).map((c) => ({ t: c.at, text: `pid ${c.pid} ${c.type}${c.detail === undefined ? "" : `: ${c.detail}`}` })),
+    ...f.log.ownership.filter((o) => named.has(o.pid)).map((o) => ({ t: o.at, text: `pid ${o.pid} ${o.type}${o.info === undefined ? "" : ` (${o.info})`}` })),
   ].sort((a, b) => a.t - b.t);
-  return `what happened to the processes named above, and every error reported:\n${lines.map((l) => `  ${at(l.t)} ${l.text}`).join("\n") || "  nothing"}`;
+  return `what happened to the processes named above (with what they owned and when they were pinned), and every error reported:\n${lines.map((l) => `  ${at(l.t)} ${l.text}`).join("\n") || "  nothing"}`;
 }
 
 function printFigures(
