@@ -43,7 +43,7 @@ export type ErrorCode =
   | "SERVER_ERROR"
   | "CONSUMER_CONFLICT"
   | "CONSUMER_LOST"
-  /** The member's consumer delivered a message outside its filters: its server state is not its own (it is recreated). */
+  /** The member's consumer delivered a message outside its filters, or skipped a stored one: its server state is not its own (it is recreated). */
   | "CONSUMER_STATE_FOREIGN"
   | "CLIENT_UNSUPPORTED"
   // lifecycle

@@ -99,6 +99,7 @@ function elasticDriver(
     consumerStream: wq,
     consumerName,
     stopWhenConsumerLost: false,
+    acksRemoveMessages: true,
     partitions: (config) => memberPartitions(config.members, config.max_members, config.member_mappings, member),
     consumerConfig(config) {
       const filters = elasticGetPartitionFilters(config, member);

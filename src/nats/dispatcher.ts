@@ -236,6 +236,20 @@ export class Dispatcher {
   }
 
   /**
+   * Whether the message with stream sequence `seq` is here: held, running, awaiting its
+   * redelivery after a nak, or settled here lately (its ack may not have reached the
+   * server yet). Walks every lane: asked only when a hold settles.
+   */
+  knows(seq: number): boolean {
+    if (this.settled.get(seq) !== undefined) return true;
+    for (const lane of this.lanes.values()) {
+      if (lane.head?.seq === seq || lane.awaiting?.seq === seq) return true;
+      for (const msg of lane.queue) if (msg.seq === seq) return true;
+    }
+    return false;
+  }
+
+  /**
    * The instance lost its pin: nothing more may start here. Gives back (nak, in stream
    * order) every message that has not started, so the newly pinned instance gets them
    * at once; the ones in progress finish (or go back on their next failure).

@@ -332,14 +332,14 @@ export class MemberController<C> implements ConsumerGroupMember {
    * the consumer it joined; the others give it a head start and wait for the new
    * consumer, never deleting one they did not join. onRevoked runs for the partitions lost.
    */
-  private async rebalance(): Promise<void> {
+  private async rebalance(replaceUnusable = false): Promise<void> {
     if (this.state.name === "consuming") {
       const session = this.state.session;
       const pinned = await this.pinnedAcrossStop(session, () => session.stop(this.settings.handoff ? this.settings.drainTimeoutMs : 0));
       this.state = { name: "joining", attempt: 0 };
       const kept = this.partitions();
       await this.revoke(this.assigned.filter((p) => !kept.includes(p)));
-      if (pinned) await this.port.deleteJoinedConsumer(session);
+      if (pinned || replaceUnusable) await this.port.deleteJoinedConsumer(session, replaceUnusable);
       else await this.pause(400 + Math.random() * 100);
     }
     clearTimeout(this.retryTimer);
@@ -514,21 +514,23 @@ export class MemberController<C> implements ConsumerGroupMember {
       onEnded: (reason) => void this.serial(() => this.onConsumerLost(holder.session, reason)),
       onStartsHeld: (reason, durationMs) => this.publish({ type: "starts_held", reason, durationMs }),
       onSlowConsumer: ({ blockedMs, busyShare }, askedBytes) => this.publish({ type: "slow_consumer", blockedMs, busyShare, askedBytes }),
-      onForeignDelivery: (subject, streamSequence) => {
+      onForeignDelivery: (subject, streamSequence) =>
+        this.inheritedState(
+          holder,
+          `the consumer "${this.port.consumerName}" delivered stream sequence ${streamSequence} on "${subject}", outside its filters: the server gave it the state of an earlier consumer of that name; it is not handled here, and the consumer is recreated`,
+          false,
+        ),
+      onSkippedMessage: (skipped, deliveredUpTo) =>
+        this.inheritedState(
+          holder,
+          `the consumer "${this.port.consumerName}" has delivered up to stream sequence ${deliveredUpTo} but never delivered ${skipped.seq} on "${skipped.subject}", which the work queue still holds: the server gave it the state of an earlier consumer of that name; nothing more starts from it, and the consumer is recreated`,
+          true,
+        ),
+      onSkipCheckUnavailable: (reason) =>
         this.reportError(
-          new ConsumerGroupError(
-            "CONSUMER_STATE_FOREIGN",
-            `the consumer "${this.port.consumerName}" delivered stream sequence ${streamSequence} on "${subject}", outside its filters: the server gave it the state of an earlier consumer of that name; it is not handled here, and the consumer is recreated`,
-          ),
+          new ConsumerGroupError("PERMISSION_DENIED", `the work queue cannot be read with direct gets (${reason}); a consumer that skipped messages (a create that raced a delete of the same name) is not noticed: allow $JS.API.DIRECT.GET on the work-queue stream`),
           0,
-        );
-        // Elastic: drain and recreate it (as a membership change does). A static durable holds the
-        // group's position: it is reported, never deleted here.
-        if (this.port.stopWhenConsumerLost) return;
-        void this.serial(async () => {
-          if (this.state.name === "consuming" && this.state.session === holder.session) await this.rebalance();
-        });
-      },
+        ),
       onProofUnavailable: (reason) =>
         this.reportError(
           new ConsumerGroupError("PERMISSION_DENIED", `the answers to the pin keep-alive cannot be received (${reason}); starts are not fenced on the pin, so an instance cut off from the server may start messages after its standby took over: allow subscribing to the connection's inbox prefix`),
@@ -536,6 +538,21 @@ export class MemberController<C> implements ConsumerGroupMember {
         ),
     };
     return events;
+  }
+
+  /**
+   * The server gave the member's consumer the state of an earlier consumer of its name
+   * (a create that raced a delete): reported, and for elastic drained and recreated (as
+   * a membership change does). `unusable` (it skipped messages): it is deleted even when
+   * this instance is not pinned to it (an idle consumer that skipped everything pins
+   * nobody). A static durable holds the group's position: it is reported, never deleted here.
+   */
+  private inheritedState(holder: { session?: ConsumeSession }, message: string, unusable: boolean): void {
+    this.reportError(new ConsumerGroupError("CONSUMER_STATE_FOREIGN", message), 0);
+    if (this.port.stopWhenConsumerLost) return;
+    void this.serial(async () => {
+      if (this.state.name === "consuming" && this.state.session === holder.session) await this.rebalance(unusable);
+    });
   }
 
   /**

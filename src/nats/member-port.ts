@@ -93,8 +93,13 @@ export interface MemberPort<C> {
   startConsume(events: PinnedConsumerEvents): Promise<ConsumeSession>;
   /** True when `session` holds the consumer's pin now. */
   isPinned(session: ConsumeSession): Promise<boolean>;
-  /** Deletes the member's consumer, only if it is still the one `session` joined. */
-  deleteJoinedConsumer(session: ConsumeSession): Promise<void>;
+  /**
+   * Deletes the member's consumer, only if it is still the one `session` joined, and
+   * (unless `unusable`) only while this instance holds its pin or nothing was ever
+   * delivered from it. `unusable`: its state is broken (it skipped messages), so it
+   * goes whoever holds it.
+   */
+  deleteJoinedConsumer(session: ConsumeSession, unusable?: boolean): Promise<void>;
   /** Releases the pin so a standby takes over at once. */
   unpin(): Promise<void>;
   /** True when the member's consumer is confirmed gone (not just unreachable). */

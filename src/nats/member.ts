@@ -16,6 +16,7 @@ import { MemberController } from "./member-controller.js";
 import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
 import type { MemberSettings } from "./member-types.js";
 import { currentPin, PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
+import type { FirstStored } from "./skipped-message.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
 
 export type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
@@ -50,6 +51,8 @@ export interface MemberDriver<C> {
   replacedCopy?(m: JsMsg): boolean;
   /** This instance deleted the member's consumer (the delete is over): its next create need not wait. */
   consumerDeleted?(): void;
+  /** The consumer's stream is a work queue (an ack removes the message): its holds settle only without skipped messages (`skipped-message.ts`). */
+  readonly acksRemoveMessages?: boolean;
 }
 
 /** How often an instance reads its group's config to check that its watch still follows it. */
@@ -57,6 +60,12 @@ const CONFIG_CHECK_MS = 10_000;
 
 type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
+
+/** The lowest message of `filter` that `stream` holds (one direct get), or undefined. */
+async function firstStoredMessage(jsm: JetStreamManager, stream: string, filter: string): Promise<FirstStored | undefined> {
+  const m = await jsm.direct.getMessage(stream, { seq: 0, next_by_subj: filter });
+  return m ? { seq: m.seq, subject: m.subject } : undefined;
+}
 
 /** A consume session backed by a {@link PinnedConsumer}. */
 class PinnedSession implements ConsumeSession {
@@ -146,6 +155,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
         maxBufferedBytes: this.settings.maxBufferedBytes,
         pinnedTtlMs: pinnedTtlMs(this.settings.ackWaitMs),
         ...(this.driver.replacedCopy ? { replacedCopy: (m: JsMsg) => this.driver.replacedCopy?.(m) ?? false } : {}),
+        ...(this.driver.acksRemoveMessages ? { firstStored: (filter: string) => firstStoredMessage(this.jsm, this.driver.consumerStream, filter) } : {}),
       },
       events,
     );
@@ -174,7 +184,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
     return joined !== undefined && info.created === joined && (info.delivered?.consumer_seq ?? 0) === 0;
   }
 
-  async deleteJoinedConsumer(session: ConsumeSession): Promise<void> {
+  async deleteJoinedConsumer(session: ConsumeSession, unusable = false): Promise<void> {
     const joined = session instanceof PinnedSession ? session.runner.joinedCreated : undefined;
     const info = await this.info();
     // Another instance (a Go standby, say) may have recreated it meanwhile: that one is not ours to delete.
@@ -187,7 +197,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
     // A pinned instance must not delete it once its pin moved on (it timed out in a long drain).
     const pin = currentPin(info);
     const stillOurs = session.pinId !== undefined ? pin === undefined || pin === session.pinId : (info.delivered?.consumer_seq ?? 0) === 0;
-    if (!stillOurs) return;
+    if (!stillOurs && !unusable) return;
     try {
       await this.jsm.consumers.delete(this.driver.consumerStream, this.driver.consumerName);
       this.driver.consumerDeleted?.();

@@ -14,7 +14,7 @@
  * go to the {@link StartGuard}, which says when a handler may start.
  * The acks of handlers that finish back to back share a socket write (`write-batch.ts`).
  */
-import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, ConsumerInfo, ConsumerMessages, JetStreamClient, JsMsg } from "@nats-io/jetstream";
 import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
@@ -41,10 +41,17 @@ import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
 import { joinConnectionBudget, type ConnectionBudget } from "./connection-budget.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
+import { skipCheckApplies, skippedMessage, type FirstStored } from "./skipped-message.js";
 import { writeBatchOf } from "./write-batch.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
 const REDELIVERY_HOLD_MS = 500;
+/** How long after a first sighting a skipped message is looked for again before it counts. */
+const SKIP_CONFIRM_MS = 100;
+/** How often an idle consume looks for skipped messages (see `PinnedConsumer.scheduleIdleSkipCheck`). */
+const SKIP_IDLE_CHECK_MS = 10_000;
+/** The skip check's lookups (one per filter) in flight at once. */
+const SKIP_LOOKUPS_IN_FLIGHT = 8;
 /** A fenced instance asks for the pin's proof at most this often. */
 const PROOF_RETRY_MS = 250;
 /** Holds and fences shorter than this are not reported (every takeover holds for a round trip). */
@@ -82,6 +89,14 @@ export interface PinnedConsumerEvents extends DispatchEvents {
    * message is neither handled nor acked here; its partition's owner has it.
    */
   onForeignDelivery?(subject: string, streamSequence: number): void;
+  /**
+   * The work-queue consumer passed a stored message it never delivered (see
+   * `skipped-message.ts`): the server gave it another consumer's state. Nothing more
+   * starts from this consume.
+   */
+  onSkippedMessage?(skipped: FirstStored, deliveredUpTo: number): void;
+  /** The skip check cannot read the work queue (no permission for its direct gets): it is off for this consume. */
+  onSkipCheckUnavailable?(reason: string): void;
 }
 
 /** A message handler. It may be async; it is awaited. */
@@ -101,6 +116,12 @@ export interface PullSettings {
   pinnedTtlMs: number;
   /** A message to ack without handling: a copy a repartition's source switch replaced (the new source stores it again). */
   replacedCopy?: (m: JsMsg) => boolean;
+  /**
+   * On a work queue (acks remove messages): the lowest stored message of a filter. With
+   * it, a hold settles only once no stored message at or below the consumer's delivered
+   * sequence is missing here (see `skipped-message.ts`).
+   */
+  firstStored?: (filter: string) => Promise<FirstStored | undefined>;
 }
 
 /**
@@ -121,6 +142,14 @@ export class PinnedConsumer {
   private createdAt: string | undefined;
   /** The consumer's filters when this consume began (a refresh only narrows them): a delivery outside them is foreign. */
   private filters: FilterSet | undefined;
+  /** The skip check may run (see {@link PullSettings.firstStored}); off once it cannot read the work queue. */
+  private skipCheck = false;
+  /** The next skip check of an idle consume. */
+  private idleSkipTimer: NodeJS.Timeout | undefined;
+  /** The deliveries taken when the idle skip check last looked (more since: the consume is not idle). */
+  private deliveriesAtIdleCheck = -1;
+  /** True while a skip check runs (from a hold or an idle look). */
+  private skipChecking = false;
   /** A foreign delivery was reported already. */
   private foreignSeen = false;
   private gate: PullGate | undefined;
@@ -214,6 +243,7 @@ export class PinnedConsumer {
     const info = await consumer.info(true);
     this.createdAt = info.created;
     this.filters = filterSetOf(info.config);
+    this.skipCheck = this.settings.firstStored !== undefined && skipCheckApplies(info.config);
     const limit = info.config.max_ack_pending;
     if (limit !== undefined && limit > 0) this.ackPendingLimit = limit;
     watchLoopLag();
@@ -247,6 +277,7 @@ export class PinnedConsumer {
     this.gate = gatePulls(messages, (outstanding, wanted) => this.allowance(outstanding, wanted));
     this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
     this.keepAlive.unref();
+    if (this.skipCheck) this.scheduleIdleSkipCheck(Math.min(this.settings.pinnedTtlMs, SKIP_IDLE_CHECK_MS));
     void this.watchStatus(messages);
     void this.watchConnection();
     void messages.closed().then((err) => {
@@ -384,19 +415,22 @@ export class PinnedConsumer {
         const pin = this.guard.pinId;
         const sentAt = this.lastKeepAliveAt;
         let elsewhere = 1;
+        let info: ConsumerInfo | undefined;
         try {
-          const info = await this.handle?.info(false);
+          info = await this.handle?.info(false);
           if (!info) break;
           this.stateAnswered(info, pin, sentAt);
-          // Unacked, minus what is here: deliveries that arrive while the request is out have
-          // higher sequences than the state it reads, and must not be subtracted from it.
-          elsewhere = info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
+          elsewhere = this.unackedElsewhere(info);
         } catch (err) {
           if (isPermissionError(err)) break;
         }
-        if (elsewhere <= 0) {
-          this.guard.settled(epoch);
-          continue;
+        if (elsewhere <= 0 && info) {
+          const skipped = await this.skippedCheck(info);
+          if (skipped === "skipped") return;
+          if (skipped === "clean") {
+            this.guard.settled(epoch);
+            continue;
+          }
         }
         if (performance.now() > deadline) break;
         this.gate?.resume();
@@ -407,6 +441,89 @@ export class PinnedConsumer {
     } finally {
       this.settling = false;
       this.dispatcher.wake();
+    }
+  }
+
+  /** The consumer's unacked messages in `info` minus those here (see {@link Dispatcher.heldUpTo}). */
+  private unackedElsewhere(info: ConsumerInfo): number {
+    // Deliveries that arrive while the request is out have higher sequences than the state it
+    // reads, and must not be subtracted from it.
+    return info.num_ack_pending - this.dispatcher.heldUpTo(info.delivered.stream_seq);
+  }
+
+  /**
+   * An idle consume looks for skipped messages now and then: a consumer that skipped the
+   * stored messages of its partitions and has nothing newer delivers nothing, so no hold
+   * begins to notice it. Idle: nothing delivered since the last look and nothing held.
+   */
+  private scheduleIdleSkipCheck(inMs: number): void {
+    this.idleSkipTimer = setTimeout(() => {
+      void this.idleSkipCheck().finally(() => {
+        if (!this.stopping && this.skipCheck) this.scheduleIdleSkipCheck(SKIP_IDLE_CHECK_MS);
+      });
+    }, inMs);
+    this.idleSkipTimer.unref();
+  }
+
+  private async idleSkipCheck(): Promise<void> {
+    const idle = this.deliveries === this.deliveriesAtIdleCheck || this.deliveries === 0;
+    this.deliveriesAtIdleCheck = this.deliveries;
+    if (!idle || this.stopping || this.settling || this.dispatcher.size > 0) return;
+    const info = await this.handle?.info(false).catch(() => undefined);
+    if (!info || this.stopping || this.unackedElsewhere(info) > 0) return;
+    await this.skippedCheck(info);
+  }
+
+  /**
+   * With every unacked delivery here, whether the work-queue consumer skipped a stored
+   * message (see `skipped-message.ts`). A suspect is looked at again a moment later,
+   * with a fresh state (a clustered work queue removes an acked message shortly after
+   * the ack is counted): "unsure" when the second look does not settle it either way.
+   * A confirmed skip pauses every start of this consume and is reported; the member
+   * replaces the consumer.
+   */
+  private async skippedCheck(info: ConsumerInfo): Promise<"clean" | "unsure" | "skipped"> {
+    if (!this.skipCheck) return "clean";
+    if (this.skipChecking) return "unsure";
+    this.skipChecking = true;
+    try {
+      return await this.confirmSkipped(info);
+    } finally {
+      this.skipChecking = false;
+    }
+  }
+
+  private async confirmSkipped(info: ConsumerInfo): Promise<"clean" | "unsure" | "skipped"> {
+    const suspect = await this.lowestSkipped(info);
+    if (suspect === undefined) return "clean";
+    await new Promise((resolve) => setTimeout(resolve, SKIP_CONFIRM_MS));
+    if (this.stopping) return "unsure";
+    const again = await this.handle?.info(false).catch(() => undefined);
+    if (!again || this.unackedElsewhere(again) > 0) return "unsure";
+    const skipped = await this.lowestSkipped(again);
+    if (skipped === undefined) return "clean";
+    if (skipped.seq !== suspect.seq || this.stopping) return "unsure";
+    this.dispatcher.pauseStarts();
+    this.events.onSkippedMessage?.(skipped, again.delivered.stream_seq);
+    return "skipped";
+  }
+
+  /**
+   * The lowest stored message of the consumer's filters in `info` (a refresh may have
+   * narrowed them since the consume began) at or below its delivered sequence that is
+   * not here, or undefined (also when the check turned off).
+   */
+  private async lowestSkipped(info: ConsumerInfo): Promise<FirstStored | undefined> {
+    const lookup = this.settings.firstStored;
+    if (!lookup || !this.skipCheck) return undefined;
+    try {
+      const first = await inBatches(filterSubjectsOf(info.config), SKIP_LOOKUPS_IN_FLIGHT, lookup);
+      return skippedMessage(info.delivered.stream_seq, first, (seq) => this.dispatcher.knows(seq));
+    } catch (err) {
+      if (!isPermissionError(err)) return undefined;
+      this.skipCheck = false;
+      this.events.onSkipCheckUnavailable?.(err instanceof Error ? err.message : String(err));
+      return undefined;
     }
   }
 
@@ -598,6 +715,7 @@ export class PinnedConsumer {
     const finished = await drained;
     if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
     clearInterval(this.keepAlive);
+    clearTimeout(this.idleSkipTimer);
     this.proofInbox?.close();
     this.connectionWatch?.stop?.();
     this.budget?.leave();
@@ -657,9 +775,21 @@ export class PinnedConsumer {
   }
 }
 
+/** The filter subjects of a consumer config (none: it takes the whole stream). */
+function filterSubjectsOf(config: { filter_subject?: string; filter_subjects?: string[] }): string[] {
+  return config.filter_subjects ?? (config.filter_subject ? [config.filter_subject] : []);
+}
+
+/** Maps `items` with at most `inFlight` calls of `map` at once, keeping their order. */
+async function inBatches<T, R>(items: readonly T[], inFlight: number, map: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += inFlight) out.push(...(await Promise.all(items.slice(i, i + inFlight).map(map))));
+  return out;
+}
+
 /** The filters of a consumer config as a {@link FilterSet}, or undefined when they cannot be read (no fence then). */
 function filterSetOf(config: { filter_subject?: string; filter_subjects?: string[] }): FilterSet | undefined {
-  const filters = config.filter_subjects ?? (config.filter_subject ? [config.filter_subject] : []);
+  const filters = filterSubjectsOf(config);
   try {
     return new FilterSet(filters);
   } catch {

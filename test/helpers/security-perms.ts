@@ -61,6 +61,8 @@ export function memberPermissions(scope: GroupScope & { member: string }, inboxP
       `$JS.API.CONSUMER.MSG.NEXT.${c}`,
       `$JS.API.CONSUMER.UNPIN.${c}`,
       `$JS.ACK.${c}.>`,
+      // elastic: the skip check reads the lowest stored message of each of its filters
+      ...(kind === "elastic" ? [`$JS.API.DIRECT.GET.${consumerStream}`] : []),
     ],
     subscribe: [`${inboxPrefix}.>`],
   };

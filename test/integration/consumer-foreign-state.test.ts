@@ -9,6 +9,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { addMembers, createElastic, elasticConsume, getElasticConsumerGroupConfig, partitionOf, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
+import { AckPolicy, type ConsumerConfig } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters } from "../../src/core/assignment.js";
 import { FaultLog, KeyedPublisher } from "../helpers/fault-check.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
@@ -87,4 +88,115 @@ describe("consumer foreign state - deliveries outside the consumer's filters", (
     assert.deepEqual(report.overlaps, [], "no key on two members at once");
     await waitFor(async () => (await env.jsm.consumers.info(wq, "m1")).created !== firstCreated, 10_000, "m1's consumer to be recreated");
   });
+});
+
+/** Subject tokens whose partition (of `partitions`, on `${stream}.*` by the token) is `partition`. */
+function tokensOfPartition(stream: string, partitions: number, partition: number, count: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; out.length < count; i++) if (partitionOf(`${stream}.t${i}`, partitions, { filter: `${stream}.*`, wildcards: [1] }) === partition) out.push(`t${i}`);
+  return out;
+}
+
+describe("consumer foreign state - a consumer that inherited an earlier consumer's delivered sequence", () => {
+  let env: TestEnv;
+  const members: ConsumerGroupMember[] = [];
+  before(async () => {
+    env = await startEnv();
+  });
+  after(async () => {
+    await Promise.allSettled(members.splice(0).map((m) => m.stop()));
+    await env.close();
+  });
+
+  for (const newer of [false, true]) {
+    const title = newer
+      ? "consumer foreign state - newer messages it delivers are held while older ones it skipped are noticed, reported, and all handled in order from a recreated consumer"
+      : "consumer foreign state - messages a raced create skipped, with nothing newer, are noticed by the idle consume, reported, and handled in order from a recreated consumer";
+    test(title, { timeout: 180_000 }, () => skippedByRacedCreate(newer));
+  }
+
+  /** `newer`: a message per key is published after the race, which the inherited consumer delivers. */
+  async function skippedByRacedCreate(newer: boolean): Promise<void> {
+    const stream = uniqueName("skipped");
+    const group = "g";
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`] });
+    await createElastic(env.js, { stream, group, maxMembers: 2, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(env.js, stream, group, ["m1"]);
+    const wq = workQueueStreamName(stream, group);
+    const both = elasticGetPartitionFilters(await getElasticConsumerGroupConfig(env.js, stream, group), "m1");
+    assert.deepEqual(both, [`0.${stream}.*`, `1.${stream}.*`], "m1 owns both partitions");
+    // The messages checked are all of partition 1; partition 0 gets fillers that the earlier consumer acks.
+    const keys = 8;
+    const p1 = tokensOfPartition(stream, 2, 1, keys);
+    const [p0] = tokensOfPartition(stream, 2, 0, 1);
+    const publisher = new KeyedPublisher(env.js, (key) => `${stream}.${p1[Number(key.slice(1))] ?? "?"}`, keys, stream);
+    await publisher.publish(40);
+    await waitFor(async () => (await env.jsm.streams.info(wq)).state.messages === 40, 10_000, "the work queue to hold all 40");
+
+    // The member's own settings, so the instance binds to the consumer as the race left it.
+    const settings: Partial<ConsumerConfig> = {
+      name: "m1",
+      ack_policy: AckPolicy.Explicit,
+      ack_wait: nanos(1000),
+      inactive_threshold: nanos(1000),
+      priority_groups: ["PCG"],
+      priority_policy: "pinned_client",
+      priority_timeout: nanos(1000),
+    };
+    // An earlier consumer of m1 over partition 0 only, past every partition-1 message, deleted while
+    // m1's consumer over both partitions is created (as a membership change followed by a racing
+    // instance does). The server loads the deleted one's state from its files in about one race of 8.
+    const creator = await env.connect();
+    let inherited: { delivered: number; ackPending: number } | undefined;
+    let attempts = 0;
+    for (; attempts < 300 && !inherited; attempts++) {
+      for (let i = 0; i < 5; i++) await env.js.publish(`${stream}.${p0 ?? "?"}`, JSON.stringify({ filler: i }));
+      await env.jsm.consumers.add(wq, { ...settings, filter_subjects: [`0.${stream}.*`] });
+      const fillers = await (await env.js.consumers.get(wq, "m1")).fetch({ max_messages: 5, expires: 3000, group: "PCG" });
+      let acked = 0;
+      for await (const m of fillers) {
+        await m.ackAck();
+        if (++acked === 5) break;
+      }
+      assert.equal(acked, 5, "the earlier consumer acks its five fillers");
+      await sleep(30); // its state reaches its files
+      const deleting = env.jsm.consumers.delete(wq, "m1").catch(() => false);
+      const creates: Promise<unknown>[] = [];
+      for (let i = 0; i < 6; i++) {
+        creates.push(creator.jsm.consumers.add(wq, { ...settings, filter_subjects: both }).catch(() => undefined));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await Promise.all([deleting, ...creates]);
+      const info = await env.jsm.consumers.info(wq, "m1").catch(() => undefined);
+      if (info && info.delivered.consumer_seq > 0) inherited = { delivered: info.delivered.stream_seq, ackPending: info.num_ack_pending };
+      else await env.jsm.consumers.delete(wq, "m1").catch(() => undefined);
+    }
+    assert.ok(inherited, `a create landed inside the delete in ${attempts} races (the server would have to have closed the race for this test to find nothing)`);
+    const firstOfP1 = await env.jsm.direct.getMessage(wq, { seq: 0, next_by_subj: `1.${stream}.*` });
+    assert.ok(firstOfP1 && firstOfP1.seq <= inherited.delivered, `the consumer starts past partition 1's stored messages (first ${firstOfP1?.seq}, delivered ${inherited.delivered})`);
+
+    if (newer) await publisher.publish(keys);
+    const total = publisher.total();
+    const log = new FaultLog();
+    const errors: { code: string; message: string }[] = [];
+    const c = await env.connect();
+    const instance = await elasticConsume(c.js, { stream, group, member: "m1", consumerConfig: { ack_wait: nanos(1000) }, handler: log.handler("m1") });
+    members.push(instance);
+    void (async () => {
+      for await (const e of instance.status()) if (e.type === "consumer_error") errors.push({ code: e.error.code, message: e.error.message });
+    })();
+    await waitFor(() => log.unique() === total && log.allEnded(), 30_000, `all ${total} handled`).catch(async (err: unknown) => {
+      const now = await env.jsm.consumers.info(wq, "m1").catch((e: unknown) => String(e));
+      throw new Error(`${String(err)} (have ${log.unique()} after ${attempts} races, inherited ${JSON.stringify(inherited)}; errors ${JSON.stringify(errors)}; consumer now ${JSON.stringify(now)})`);
+    });
+    assert.ok(
+      errors.some((e) => e.code === "CONSUMER_STATE_FOREIGN" && e.message.includes("never delivered")),
+      `the skipped messages are reported (errors ${JSON.stringify(errors)})`,
+    );
+    await sleep(2500); // past AckWait: a message left unacked would come again now
+    const report = log.check(publisher.published);
+    assert.deepEqual(report.lost, [], "nothing lost");
+    assert.deepEqual(report.outOfOrder, [], "every key first handled in order");
+    assert.equal(report.duplicates, 0, "nothing run twice");
+  }
 });

@@ -49,6 +49,7 @@ import {
 import { NatsServer, waitFor, type Client } from "../helpers/nats.js";
 import { killAllCg, runCg } from "../helpers/cli-run.js";
 import { recordStatus } from "../helpers/static-fixtures.js";
+import { sleep } from "../helpers/load-harness.js";
 import { assertTypedError, thrownBy } from "../helpers/security-state.js";
 import { adminPermissions, memberPermissions, userEntry, withoutPermission, type Permissions } from "../helpers/security-perms.js";
 
@@ -63,6 +64,8 @@ const TIMEOUT = 120_000;
 const STATIC_MEMBERS = ["m1", "m2", "m3", "m4"];
 const staticPerms = (member: string): Permissions => memberPermissions({ kind: "static", stream: S, group: G, member });
 const ELASTIC_INBOX = "_INBOX_em1";
+/** The elastic group whose member may not read the work queue with direct gets. */
+const NODIRECT_GROUP = "audit";
 
 /** Users of the MAIN account: root (everything), then members restricted to the documented list, some with one subject removed. */
 const MAIN_USERS: Record<string, Permissions | undefined> = {
@@ -75,6 +78,7 @@ const MAIN_USERS: Record<string, Permissions | undefined> = {
   noack: withoutPermission(staticPerms("m4"), (s) => s.startsWith("$JS.ACK.")),
   noinbox: { ...staticPerms("m1"), subscribe: ["not.an.inbox"] },
   nowatch: withoutPermission(staticPerms("m1"), (s) => s.startsWith(`$JS.API.CONSUMER.CREATE.KV_`)),
+  nodirect: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NODIRECT_GROUP, member: "m1" }), (s) => s.startsWith("$JS.API.DIRECT.GET.")),
 };
 /** Users of the ADM account (no bucket yet): root, and admins restricted to the documented admin list. */
 const ADM_USERS: Record<string, Permissions | undefined> = {
@@ -209,6 +213,26 @@ describe("security - least privilege", () => {
     assert.deepEqual(consumerErrors(status.events), []);
     assert.deepEqual(seen.list, [], "no permission violation on the member's connection");
     seen.stop();
+  });
+
+  test("security - an elastic member without DIRECT.GET on its work queue consumes, and says once that the skip check is off", { timeout: TIMEOUT }, async () => {
+    await createElastic(root.js, { stream: E, group: NODIRECT_GROUP, maxMembers: 2, partitioningFilters: [{ filter: `${E}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(root.js, E, NODIRECT_GROUP, ["m1"]);
+    const member = await as("nodirect");
+    const handled: string[] = [];
+    const m1 = await elasticConsume(member.js, { stream: E, group: NODIRECT_GROUP, member: "m1", consumerConfig: { ack_wait: ACK_WAIT }, handler: (m) => void handled.push(m.subject) });
+    running.push(m1);
+    const status = recordStatus(m1);
+    for (let i = 0; i < 8; i++) await root.js.publish(`${E}.d${i}`, String(i));
+    await waitFor(() => handled.length >= 8, 60_000, "m1 to handle 8 messages");
+    await waitFor(() => consumerErrors(status.events).length > 0, 30_000, "the skip check to report its missing permission");
+    await sleep(3000); // more holds and idle looks: still said once
+    for (let i = 0; i < 4; i++) await root.js.publish(`${E}.e${i}`, String(i));
+    await waitFor(() => handled.length >= 12, 60_000, "m1 to go on handling");
+    const errors = consumerErrors(status.events);
+    assert.equal(errors.length, 1, `one report (${errors.join(" | ")})`);
+    assert.match(errors[0] ?? "", /^PERMISSION_DENIED: the work queue cannot be read with direct gets .*DIRECT\.GET/);
+    await m1.stop();
   });
 
   test("security - a member cannot modify its group: a KV put is refused and admin calls fail with PERMISSION_DENIED naming the subject", { timeout: TIMEOUT }, async () => {

@@ -839,6 +839,25 @@ describe("dispatcher - scheduling (no server)", () => {
     assert.deepEqual(log.handled.filter((seq) => seq !== 11), [8, 9, 10], "key a in stream order");
   });
 
+  test("dispatcher - knows() a message held, running, or settled here, and not one it never had or gave back", async () => {
+    const { events } = recorder();
+    const gate = new Gate();
+    let may = false;
+    const d = new Dispatcher((msg) => gate.handler(msg), { ...policy({ mode: "key" }), mayStart: () => may }, events);
+    d.push(delivery(3, "a").js);
+    d.push(delivery(4, "a").js);
+    assert.equal(d.knows(3), true, "held, not started");
+    assert.equal(d.knows(5), false, "never delivered here");
+    may = true;
+    d.wake();
+    await waitFor(() => gate.running.has(3), 1000, "3 to start");
+    assert.equal(d.knows(3), true, "running");
+    await gate.release(3);
+    await waitFor(() => gate.running.has(4), 1000, "4 to start");
+    assert.equal(d.knows(3), true, "acked here (its ack may not have reached the server)");
+    await gate.release(4);
+  });
+
   test("dispatcher - drain gives back a retry that is due but waits for a handler slot (it never hangs the drain)", { timeout: 10_000 }, async () => {
     const { events, log } = recorder();
     const gate = new Gate();

@@ -147,8 +147,8 @@ class FakePort implements MemberPort<Cfg> {
   isPinned(): Promise<boolean> {
     return Promise.resolve(this.pinned);
   }
-  deleteJoinedConsumer(): Promise<void> {
-    this.calls.push("delete");
+  deleteJoinedConsumer(_session: ConsumeSession, unusable = false): Promise<void> {
+    this.calls.push(unusable ? "delete:unusable" : "delete");
     return Promise.resolve();
   }
   unpin(): Promise<void> {
@@ -433,6 +433,34 @@ describe("member controller - lifecycle without a server", () => {
     assert.deepEqual(h.log, ["assigned:0,1", "revoked:0,1", "assigned:2"]);
     await h.controller.stop();
     assertBalanced(h.log);
+  });
+
+  test("controller - a consumer that skipped messages is replaced even when this instance is not pinned to it; a foreign delivery only by the pinned instance", async () => {
+    const skipped = harness([0, 1]);
+    await skipped.controller.start(false);
+    skipped.port.pinned = false;
+    const first = skipped.port.sessions[0] as FakeSession;
+    first.pinId = undefined;
+    first.events.onSkippedMessage?.({ seq: 3, subject: "0.orders.a" }, 9);
+    await flush(10);
+    assert.ok(skipped.events.some((e) => e.type === "consumer_error" && e.error.code === "CONSUMER_STATE_FOREIGN" && e.error.message.includes("never delivered 3")), "the skip is reported");
+    assert.deepEqual(skipped.port.calls.filter((c) => c.startsWith("delete") || c === "start"), ["start", "delete:unusable", "start"], "deleted and consumed again");
+    assert.equal(skipped.controller.currentState.name, "consuming");
+    await skipped.controller.stop();
+
+    const foreign = harness([0, 1]);
+    await foreign.controller.start(false);
+    foreign.port.pinned = false;
+    (foreign.port.sessions[0] as FakeSession).pinId = undefined;
+    foreign.port.sessions[0]?.events.onForeignDelivery?.("2.orders.b", 5);
+    await flush(10);
+    mock.timers.tick(600);
+    await flush(10);
+    assert.ok(foreign.events.some((e) => e.type === "consumer_error" && e.error.code === "CONSUMER_STATE_FOREIGN"));
+    assert.deepEqual(foreign.port.calls.filter((c) => c.startsWith("delete") || c === "start"), ["start", "start"], "an unpinned instance leaves the consumer to its pinned one");
+    await foreign.controller.stop();
+    assertBalanced(skipped.log);
+    assertBalanced(foreign.log);
   });
 
   test("controller - stop while a join is retried revokes what was assigned, and starts nothing", async () => {
