@@ -59,6 +59,8 @@ const RENEW_RETRY_MS = 500;
 const MAX_WRITE_ATTEMPTS = 20;
 /** How often a leaving instance reads whether the others took its member out. */
 const LEAVE_POLL_MS = 100;
+/** How long a leaving instance with a sibling of its member waits for the sibling's leaving mark (siblings stopped together). */
+const SIBLING_MARKS_MS = 1000;
 /** How long a leaving instance waits for the others beyond three settle periods before it writes the change itself. */
 const LEAVE_GRACE_MS = 2000;
 /** How soon a failed lease watch is opened again. */
@@ -588,8 +590,9 @@ export class AutoMembership {
   }
 
   /**
-   * A graceful leave. When this is the member's last instance it marks its lease as
-   * leaving: the other auto instances take the member out at their next reconcile, so
+   * A graceful leave. It marks its lease as leaving; when no other instance of its
+   * member stays (within a second, for instances stopped together), it is the member's
+   * last instance: the other auto instances take the member out at their next reconcile, so
    * members leaving together (a scale-down) are written as one change after `settleMs`.
    * With no other auto instance alive, or if none has done it within three settle
    * periods, it takes the member out itself. Its partitions move by the handoff;
@@ -601,7 +604,7 @@ export class AutoMembership {
     this.leaving = true;
     clearTimeout(this.reconcileTimer);
     await this.reconciling;
-    if (this.otherInstances() > 0 || this.closed) return false;
+    if (this.closed) return false;
     try {
       // No renewal may race the leaving mark (both compare-and-set on the same revision).
       clearTimeout(this.renewTimer);
@@ -615,6 +618,10 @@ export class AutoMembership {
         this.validUntil = sent + this.settings.leaseTtlMs;
       }
       this.scheduleRenew();
+      // Instances of one member stopped together (an orchestrator stopping every pod) see each
+      // other's leases: each marks its own first and waits a moment for the others' marks, so the
+      // member leaves when none of its instances stays, instead of each leaving it to the others.
+      if (!(await this.lastOfMember(performance.now() + SIBLING_MARKS_MS))) return false;
       if (!(await this.listed())) return false;
       if (this.othersAlive() && (await this.removedByOthers(performance.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
         await released();
@@ -638,6 +645,12 @@ export class AutoMembership {
       this.hooks?.reportError(err instanceof ConsumerGroupError ? err : wrapServerError(err, `taking member "${this.member}" out of the group`), 0);
       return false;
     }
+  }
+
+  /** Waits until no other instance of this member holds a lease that is not leaving, or `deadline` (performance.now()): whether none does. */
+  private async lastOfMember(deadline: number): Promise<boolean> {
+    while (this.otherInstances() > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
+    return this.otherInstances() === 0;
   }
 
   /** Whether the stored config lists this instance's member. */

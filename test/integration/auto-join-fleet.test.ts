@@ -110,6 +110,18 @@ describe("auto-join - fleets of processes", () => {
   }
 
   for (const assignment of ["balanced", "sticky"] as const) {
+    test(`auto-join - ${assignment}: SIGTERM to every process of a fleet at once, two per member: each member's last instance writes its leave, the config lists none`, async () => {
+      const stream = await group(4);
+      const log = new HandledLog();
+      const fleet = ["a", "a", "b", "b"].map((member) => start(stream, member, log, assignment));
+      await Promise.all(fleet.map((c) => c.ready));
+      await settled(stream, ["a", "b"]);
+      await sleep(SETTLE_MS); // every lease seen by every instance
+      await Promise.all(fleet.map((c) => c.stop()));
+      const left = listed(await config(stream));
+      assert.deepEqual(left, [], `members whose every instance stopped are out of the config (left: ${left.join(", ")})`);
+    });
+
     test(`auto-join - ${assignment}: scale 3 → 6 → 2 with SIGTERM under keyed load: nothing lost, order kept, no duplicates`, async () => {
       const stream = await group(12);
       const log = new HandledLog();
