@@ -198,6 +198,9 @@ function elasticDriver(
       const filters = await filtersForLayout(jsm, wq, layout, groupConfig.max_members, finalFilters);
       const recheckMs = layout.record || filters.length !== finalFilters.length ? REPARTITION_POLL_MS : LAYOUT_CHECK_MS;
       const have = new Set(applied ?? []);
+      // Never widened in place: on 2.15.3 a work-queue consumer given an added filter keeps its
+      // delivered sequence (and its delivery counts), and skips the added filter's stored messages
+      // below it (measured: 4 of 5 never delivered). A rejoin drains it and makes a new one.
       if (filters.some((f) => !have.has(f))) return { recheckMs, rejoin: true };
       if (filters.length < have.size) {
         try {
