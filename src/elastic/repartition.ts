@@ -26,6 +26,7 @@ import type { ConsumerInfo, JetStreamClient, JetStreamManager, StoredMsg, Stream
 import { partitionAssignment, elasticGetPartitionFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertPartitionCount } from "../core/limits.js";
+import { optionalBoolean, optionalTimerMs, quoted } from "../core/option-checks.js";
 import { assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../core/names.js";
 import {
   REPARTITION_METADATA_KEY,
@@ -141,6 +142,15 @@ export async function repartition(js: JetStreamClient, stream: string, group: st
   }
 }
 
+/** The options' types: a `force` that is not a boolean must not count as one. */
+function checkRepartitionOptions(options: RepartitionOptions): void {
+  if (typeof options !== "object" || options === null) throw new ConsumerGroupError("INVALID_ARGUMENT", `repartition options must be an object, got ${quoted(options)}`);
+  optionalBoolean(options.force, "force", false);
+  optionalTimerMs(options.pollMs, "pollMs", 250);
+  if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `onProgress must be a function, got ${quoted(options.onProgress)}`);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConsumerGroupError("INVALID_ARGUMENT", `signal must be an AbortSignal, got ${quoted(options.signal)}`);
+}
+
 async function repartitionOnce(
   js: JetStreamClient,
   stream: string,
@@ -152,6 +162,7 @@ async function repartitionOnce(
 ): Promise<RepartitionResult | "read again"> {
   assertValidGroupNames(stream, group);
   assertPartitionCount(partitions, "the new partition count");
+  checkRepartitionOptions(options);
   const pollMs = options.pollMs ?? 250;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "repartitioning elastic consumer groups");

@@ -5,6 +5,7 @@ import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
 import type { MeterProvider } from "@opentelemetry/api";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
+import { MAX_TIMER_MS, optionalBoolean, optionalTimerMs, quoted } from "../core/option-checks.js";
 import { effectiveAckWaitMs } from "../core/timing.js";
 import type { MessageHandler } from "./pinned-consumer.js";
 import type { MemberLifecycle, MemberSettings } from "./member-types.js";
@@ -155,14 +156,20 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     throw new ConsumerGroupError("INVALID_CONSUMER_TEMPLATE", `the consumer template's ack_wait must be a non-negative number of nanoseconds, got ${String(template.ack_wait)}`);
   }
   const ackWaitMs = effectiveAckWaitMs(template.ack_wait);
+  if (ackWaitMs > MAX_ACK_WAIT_MS) {
+    throw new ConsumerGroupError(
+      "INVALID_CONSUMER_TEMPLATE",
+      `the consumer template's ack_wait must be at most 7 days (${MAX_ACK_WAIT_MS * 1_000_000} ns): a member's timers run to twice it, and Node.js timers hold about 24.8 days; got ${String(template.ack_wait)} ns (a handler that runs longer keeps its message with msg.working())`,
+    );
+  }
   const positive = (v: number | undefined, name: string, fallback: number): number => {
     if (v === undefined) return fallback;
-    if (!Number.isFinite(v) || v <= 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a positive number, got ${String(v)}`);
+    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a positive number, got ${quoted(v)}`);
     return v;
   };
-  const concurrency = options.concurrency ?? "serial";
+  const concurrency = options.concurrency === undefined ? "serial" : options.concurrency;
   if (!["serial", "partition", "key"].includes(concurrency)) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `concurrency must be "serial", "partition" or "key", got ${JSON.stringify(concurrency)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `concurrency must be "serial", "partition" or "key", got ${quoted(concurrency)}`);
   }
   const maxInFlight = concurrency === "serial" ? 1 : Math.floor(positive(options.maxInFlight, "maxInFlight", 16));
   if (options.keyOf !== undefined && typeof options.keyOf !== "function") {
@@ -203,8 +210,8 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
   return {
     handler: options.handler,
     ackWaitMs,
-    drainTimeoutMs: positive(options.drainTimeoutMs, "drainTimeoutMs", ackWaitMs),
-    handoff: options.handoff ?? true,
+    drainTimeoutMs: optionalTimerMs(options.drainTimeoutMs, "drainTimeoutMs", ackWaitMs),
+    handoff: optionalBoolean(options.handoff, "handoff", true),
     pullBatch,
     // The local cap: what the process holds, whatever the consumer's max_ack_pending (even -1).
     localBufferCap: Math.max(maxBuffered, maxInFlight),
@@ -215,11 +222,17 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
   };
 }
 
+/** The longest AckWait a member accepts, in ms (7 days): its timers run to twice AckWait. */
+const MAX_ACK_WAIT_MS = 7 * 24 * 3600 * 1000;
+
 /** The default byte budget of an instance (shared with the other instances on its connection): a quarter of the server's default slow-consumer limit. */
 const DEFAULT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {
   const given = options.retry;
+  if (given !== undefined && given !== false && (typeof given !== "object" || given === null || Array.isArray(given))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry must be false or an object { maxDeliver?, backoffMs? }, got ${quoted(given)}`);
+  }
   if (given === false || (given === undefined && mode === "serial" && options.deadLetterSubject === undefined)) return undefined;
   const maxDeliver = given?.maxDeliver ?? (template.max_deliver !== undefined && template.max_deliver > 0 ? template.max_deliver : 5);
   if (!Number.isSafeInteger(maxDeliver) || maxDeliver < 1) {
@@ -255,8 +268,8 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
 function delaySteps(given: number | number[] | undefined, name: string, fallback: number[]): number[] {
   if (given === undefined) return fallback;
   const steps = Array.isArray(given) ? given : [given];
-  if (steps.length === 0 || steps.some((ms) => typeof ms !== "number" || !Number.isFinite(ms) || ms < 0)) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a non-negative number of ms or a non-empty array of them, got ${JSON.stringify(given)}`);
+  if (steps.length === 0 || steps.some((ms) => typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a non-negative number of ms up to ${MAX_TIMER_MS} or a non-empty array of them, got ${quoted(given)}`);
   }
   return steps;
 }

@@ -25,6 +25,7 @@ import {
   listElasticConsumerGroups,
   partitionOf,
   repartition,
+  type RepartitionOptions,
   setMemberMappings,
   workQueueStreamName,
   type ConcurrencyMode,
@@ -246,6 +247,21 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
       await rejectsTyped(repartition(env.js, s, g, 8), "INVALID_NAME", `invalid name ${s}.${g.slice(0, 20)}`);
     }
     assert.deepEqual(await snapshot(stream, "g"), before, "after every bad call, the group is as it was");
+
+    // Options of the wrong type: a force that is not a boolean must not count as one.
+    const badOptions: { what: string; options: unknown; message: RegExp }[] = [
+      { what: 'force "x"', options: { force: "x" }, message: /force must be true or false, got "x"/ },
+      { what: "force 1", options: { force: 1 }, message: /force must be true or false, got 1/ },
+      { what: "pollMs -1", options: { pollMs: -1 }, message: /pollMs must be a positive number of ms up to 2147483647 .*got -1/ },
+      { what: "onProgress a string", options: { onProgress: "log" }, message: /onProgress must be a function, got "log"/ },
+      { what: "signal an object", options: { signal: {} }, message: /signal must be an AbortSignal, got \{\}/ },
+      { what: "null options", options: null, message: /repartition options must be an object, got null/ },
+    ];
+    for (const c of badOptions) {
+      const err = await rejectsTyped(repartition(env.js, stream, "g", 8, c.options as RepartitionOptions), "INVALID_ARGUMENT", c.what);
+      assert.match(err.message, c.message, c.what);
+      assert.deepEqual(await snapshot(stream, "g"), before, `${c.what}: nothing changed`);
+    }
 
     // The group still works, in its old layout.
     await env.js.publish(`${stream}.k1`, JSON.stringify({ key: "k1", seq: 1 }));
