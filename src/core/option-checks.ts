@@ -10,9 +10,9 @@ export function quoted(value: unknown): string {
   if (typeof value === "function") return "a function";
   if (typeof value === "number" || typeof value === "bigint") return String(value);
   try {
-    return JSON.stringify(value) ?? String(value);
+    return JSON.stringify(value) ?? `a ${typeof value}`;
   } catch {
-    return String(value);
+    return `a ${typeof value} that has no JSON form`;
   }
 }
 
