@@ -528,7 +528,7 @@ export class MemberController<C> implements ConsumerGroupMember {
         ),
       onSkipCheckUnavailable: (reason) =>
         this.reportError(
-          new ConsumerGroupError("PERMISSION_DENIED", `the work queue cannot be read with direct gets (${reason}); a consumer that skipped messages (a create that raced a delete of the same name) is not noticed: allow $JS.API.DIRECT.GET on the work-queue stream`),
+          new ConsumerGroupError("PERMISSION_DENIED", `the work queue's messages cannot be read (${reason}); a consumer that skipped messages (a create that raced a delete of the same name) is not noticed: allow $JS.API.STREAM.MSG.GET on the work-queue stream`),
           0,
         ),
       onProofUnavailable: (reason) =>

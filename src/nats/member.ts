@@ -3,7 +3,7 @@
  * lifecycle, server-free) wired to NATS through {@link NatsMemberPort}, which makes
  * every call the controller needs with nats.js.
  */
-import type { ConsumerConfig, JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient, JetStreamManager, JsMsg, MsgRequest } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { ConsumerGroupError } from "../core/errors.js";
 import { PRIORITY_GROUP, bucketName } from "../core/names.js";
@@ -61,9 +61,15 @@ const CONFIG_CHECK_MS = 10_000;
 type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: number }; priority_groups?: { group: string; pinned_client_id?: string }[] };
 
 
-/** The lowest message of `filter` that `stream` holds (one direct get), or undefined. */
+/**
+ * The lowest message of `filter` that `stream` holds, or undefined: read from the stream's
+ * leader (a direct get may be answered by a follower that has not yet removed an acked
+ * message).
+ */
 async function firstStoredMessage(jsm: JetStreamManager, stream: string, filter: string): Promise<FirstStored | undefined> {
-  const m = await jsm.direct.getMessage(stream, { seq: 0, next_by_subj: filter });
+  // nats.js types STREAM.MSG.GET's request without next_by_subj, which the server reads (as for direct gets).
+  const request = { seq: 1, next_by_subj: filter } as unknown as MsgRequest;
+  const m = await jsm.streams.getMessage(stream, request);
   return m ? { seq: m.seq, subject: m.subject } : undefined;
 }
 

@@ -95,7 +95,7 @@ export interface PinnedConsumerEvents extends DispatchEvents {
    * starts from this consume.
    */
   onSkippedMessage?(skipped: FirstStored, deliveredUpTo: number): void;
-  /** The skip check cannot read the work queue (no permission for its direct gets): it is off for this consume. */
+  /** The skip check cannot read the work queue's messages (no permission): it is off for this consume. */
   onSkipCheckUnavailable?(reason: string): void;
 }
 

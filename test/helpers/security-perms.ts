@@ -62,7 +62,7 @@ export function memberPermissions(scope: GroupScope & { member: string }, inboxP
       `$JS.API.CONSUMER.UNPIN.${c}`,
       `$JS.ACK.${c}.>`,
       // elastic: the skip check reads the lowest stored message of each of its filters
-      ...(kind === "elastic" ? [`$JS.API.DIRECT.GET.${consumerStream}`] : []),
+      ...(kind === "elastic" ? [`$JS.API.STREAM.MSG.GET.${consumerStream}`] : []),
     ],
     subscribe: [`${inboxPrefix}.>`],
   };

@@ -64,7 +64,7 @@ const TIMEOUT = 120_000;
 const STATIC_MEMBERS = ["m1", "m2", "m3", "m4"];
 const staticPerms = (member: string): Permissions => memberPermissions({ kind: "static", stream: S, group: G, member });
 const ELASTIC_INBOX = "_INBOX_em1";
-/** The elastic group whose member may not read the work queue with direct gets. */
+/** The elastic group whose member may not read the work queue's messages. */
 const NODIRECT_GROUP = "audit";
 
 /** Users of the MAIN account: root (everything), then members restricted to the documented list, some with one subject removed. */
@@ -78,7 +78,7 @@ const MAIN_USERS: Record<string, Permissions | undefined> = {
   noack: withoutPermission(staticPerms("m4"), (s) => s.startsWith("$JS.ACK.")),
   noinbox: { ...staticPerms("m1"), subscribe: ["not.an.inbox"] },
   nowatch: withoutPermission(staticPerms("m1"), (s) => s.startsWith(`$JS.API.CONSUMER.CREATE.KV_`)),
-  nodirect: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NODIRECT_GROUP, member: "m1" }), (s) => s.startsWith("$JS.API.DIRECT.GET.")),
+  nodirect: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NODIRECT_GROUP, member: "m1" }), (s) => s === `$JS.API.STREAM.MSG.GET.${E}-${NODIRECT_GROUP}`),
 };
 /** Users of the ADM account (no bucket yet): root, and admins restricted to the documented admin list. */
 const ADM_USERS: Record<string, Permissions | undefined> = {
@@ -215,7 +215,7 @@ describe("security - least privilege", () => {
     seen.stop();
   });
 
-  test("security - an elastic member without DIRECT.GET on its work queue consumes, and says once that the skip check is off", { timeout: TIMEOUT }, async () => {
+  test("security - an elastic member without STREAM.MSG.GET on its work queue consumes, and says once that the skip check is off", { timeout: TIMEOUT }, async () => {
     await createElastic(root.js, { stream: E, group: NODIRECT_GROUP, maxMembers: 2, partitioningFilters: [{ filter: `${E}.*`, partitioning_wildcards: [1] }] });
     await addMembers(root.js, E, NODIRECT_GROUP, ["m1"]);
     const member = await as("nodirect");
@@ -231,7 +231,7 @@ describe("security - least privilege", () => {
     await waitFor(() => handled.length >= 12, 60_000, "m1 to go on handling");
     const errors = consumerErrors(status.events);
     assert.equal(errors.length, 1, `one report (${errors.join(" | ")})`);
-    assert.match(errors[0] ?? "", /^PERMISSION_DENIED: the work queue cannot be read with direct gets .*DIRECT\.GET/);
+    assert.match(errors[0] ?? "", /^PERMISSION_DENIED: the work queue's messages cannot be read .*\$JS\.API\.STREAM\.MSG\.GET/);
     await m1.stop();
   });
 
