@@ -132,7 +132,7 @@ const { partitionOf } = await import(pathToFileURL(join(work, "node_modules", "n
 const server = await NatsServer.start();
 let failure;
 try {
-  failure = checkMetricsMissing(server.url) ?? installMetricsSdk() ?? typeCheck() ?? (await runQuickStart(server.url)) ?? (await checkMetricsServed(server.url));
+  failure = checkMetricsMissing(server.url) ?? typeCheckWithoutPeer() ?? installMetricsSdk() ?? typeCheck() ?? (await runQuickStart(server.url)) ?? (await checkMetricsServed(server.url));
 } finally {
   await server.stop();
   if (process.env.KEEP_EXAMPLES) console.log(`check-examples: kept ${work}`);
@@ -171,6 +171,33 @@ function installMetricsSdk() {
 }
 
 /** tsc --strict over every example; errors point at the markdown lines. */
+/**
+ * An application that imports the package under `strict` with `skipLibCheck: false`
+ * (tsc's defaults), before any OpenTelemetry package is installed: the package's own
+ * typings must compile without the optional peer.
+ */
+function typeCheckWithoutPeer() {
+  writeFileSync(
+    join(work, "no-peer.ts"),
+    [
+      'import { elasticConsume, staticConsume, type ConsumeOptions, type ConsumerGroupMember } from "nats-pcgroups";',
+      "const options: Partial<ConsumeOptions> = { concurrency: \"key\", maxBuffered: 64 };",
+      "const members: ConsumerGroupMember[] = [];",
+      "console.log(typeof elasticConsume, typeof staticConsume, options, members.length);",
+      "export {};",
+      "",
+    ].join("\n"),
+  );
+  writeFileSync(
+    join(work, "tsconfig.no-peer.json"),
+    JSON.stringify({ compilerOptions: { target: "ES2022", lib: ["ES2023", "ESNext.Disposable"], module: "NodeNext", moduleResolution: "NodeNext", strict: true, skipLibCheck: false, types: ["node"], noEmit: true }, files: ["no-peer.ts"] }, null, 2),
+  );
+  const tsc = spawnSync(process.execPath, [join(work, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.no-peer.json"], { cwd: work, encoding: "utf8" });
+  if (tsc.status !== 0) return `the package's typings do not compile without @opentelemetry/api (strict, skipLibCheck false):\n${tsc.stdout}${tsc.stderr}`;
+  console.log("check-examples: the package's typings compile without @opentelemetry/api (strict, skipLibCheck false)");
+  return undefined;
+}
+
 function typeCheck() {
   console.log(`check-examples: type-checking ${files.length} examples (${sources.map((s) => `${s}: ${files.filter((f) => f.source === s).length}`).join(", ")}) ...`);
   const tsc = spawnSync(process.execPath, [join(work, "node_modules", "typescript", "bin", "tsc"), "-p", "tsconfig.json", "--strict"], { cwd: work, encoding: "utf8" });

@@ -2,7 +2,7 @@
  * The options of `staticConsume` and `elasticConsume`, and their checks.
  */
 import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
-import type { MeterProvider } from "@opentelemetry/api";
+import type { MeterProviderLike } from "./metrics.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
 import { MAX_TIMER_MS, optionalBoolean, optionalTimerMs, quoted } from "../core/option-checks.js";
@@ -112,7 +112,7 @@ export interface ConsumeOptions extends MemberLifecycle {
   /** False: on a membership change, give partitions up without draining handlers in flight (Go's behaviour; for comparison). Default true. */
   handoff?: boolean;
   /** Where metrics go. Default: the global OpenTelemetry MeterProvider (a no-op without an SDK or without `@opentelemetry/api`). */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProviderLike;
 }
 
 /** Consumer-config fields a concurrency mode sets. */

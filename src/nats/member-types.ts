@@ -2,7 +2,7 @@
  * The public shapes of a member instance: its handle, its status events, its
  * lifecycle callbacks, and the settings it runs with.
  */
-import type { MeterProvider } from "@opentelemetry/api";
+import type { MeterProviderLike } from "./metrics.js";
 import type { ConsumerGroupError } from "../core/errors.js";
 import type { DispatchPolicy } from "./dispatcher.js";
 import type { MessageHandler } from "./pinned-consumer.js";
@@ -311,6 +311,6 @@ export interface MemberSettings {
   dispatch: DispatchPolicy;
   lifecycle: MemberLifecycle;
   /** Where metrics go; default: the global OpenTelemetry MeterProvider (a no-op without an SDK). */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProviderLike;
 }
 

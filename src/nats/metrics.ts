@@ -8,6 +8,15 @@
 import type { Attributes, MeterProvider } from "@opentelemetry/api";
 
 type OtelApi = typeof import("@opentelemetry/api");
+
+/**
+ * An OpenTelemetry `MeterProvider` (from `@opentelemetry/api` or an SDK), as the
+ * options take it: the same shape, declared here so that this package's typings
+ * compile in an application without the optional `@opentelemetry/api` peer.
+ */
+export interface MeterProviderLike {
+  getMeter(name: string, version?: string, options?: { schemaUrl?: string }): unknown;
+}
 const otel: OtelApi | undefined = await import("@opentelemetry/api").catch(() => undefined);
 
 /** The meter name this library reports under. */
@@ -99,8 +108,9 @@ export interface MemberGauges {
  * @param gauges - where the observable gauges read from
  * @param provider - a MeterProvider; default: the globally registered one
  */
-export function createMemberMetrics(labels: { stream: string; group: string; member: string }, gauges: MemberGauges, provider?: MeterProvider): MemberMetrics {
-  const meterProvider = provider ?? otel?.metrics.getMeterProvider();
+export function createMemberMetrics(labels: { stream: string; group: string; member: string }, gauges: MemberGauges, provider?: MeterProviderLike): MemberMetrics {
+  // The structural type stands for the real one: whatever is passed is an OpenTelemetry MeterProvider.
+  const meterProvider = (provider as MeterProvider | undefined) ?? otel?.metrics.getMeterProvider();
   if (!meterProvider) return NOOP_METRICS;
   const meter = meterProvider.getMeter(METER_NAME);
   // No SDK registered: every instrument would be a no-op (a meter never changes its provider), so record nothing at all.
