@@ -41,15 +41,15 @@ import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
 import { joinConnectionBudget, type ConnectionBudget } from "./connection-budget.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
-import { skipCheckApplies, skippedMessage, type FirstStored } from "./skipped-message.js";
+import { skipCheckApplies, skippedMessage, skipVerdict, type FirstStored, type SkipLook } from "./skipped-message.js";
 import { writeBatchOf } from "./write-batch.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
 const REDELIVERY_HOLD_MS = 500;
 /** How long after a first sighting a skipped message is looked for again before it counts. */
 const SKIP_CONFIRM_MS = 100;
-/** How often an idle consume looks for skipped messages (see `PinnedConsumer.scheduleIdleSkipCheck`). */
-const SKIP_IDLE_CHECK_MS = 10_000;
+/** How often a consume looks for skipped messages besides its holds (see `PinnedConsumer.scheduleSkipLook`). */
+const SKIP_LOOK_EVERY_MS = 10_000;
 /** The skip check's lookups (one per filter) in flight at once. */
 const SKIP_LOOKUPS_IN_FLIGHT = 8;
 /** A fenced instance asks for the pin's proof at most this often. */
@@ -144,11 +144,9 @@ export class PinnedConsumer {
   private filters: FilterSet | undefined;
   /** The skip check may run (see {@link PullSettings.firstStored}); off once it cannot read the work queue. */
   private skipCheck = false;
-  /** The next skip check of an idle consume. */
-  private idleSkipTimer: NodeJS.Timeout | undefined;
-  /** The deliveries taken when the idle skip check last looked (more since: the consume is not idle). */
-  private deliveriesAtIdleCheck = -1;
-  /** True while a skip check runs (from a hold or an idle look). */
+  /** The next periodic look for skipped messages. */
+  private skipLookTimer: NodeJS.Timeout | undefined;
+  /** True while a skip check runs (from a hold or a periodic look). */
   private skipChecking = false;
   /** A foreign delivery was reported already. */
   private foreignSeen = false;
@@ -277,7 +275,7 @@ export class PinnedConsumer {
     this.gate = gatePulls(messages, (outstanding, wanted) => this.allowance(outstanding, wanted));
     this.keepAlive = setInterval(() => this.keepPin(), this.settings.pinnedTtlMs / 3);
     this.keepAlive.unref();
-    if (this.skipCheck) this.scheduleIdleSkipCheck(Math.min(this.settings.pinnedTtlMs, SKIP_IDLE_CHECK_MS));
+    if (this.skipCheck) this.scheduleSkipLook(Math.min(this.settings.pinnedTtlMs, SKIP_LOOK_EVERY_MS));
     void this.watchStatus(messages);
     void this.watchConnection();
     void messages.closed().then((err) => {
@@ -452,23 +450,22 @@ export class PinnedConsumer {
   }
 
   /**
-   * An idle consume looks for skipped messages now and then: a consumer that skipped the
-   * stored messages of its partitions and has nothing newer delivers nothing, so no hold
-   * begins to notice it. Idle: nothing delivered since the last look and nothing held.
+   * The consume looks for skipped messages now and then, not only when a hold settles: a
+   * consumer that skipped the stored messages of its partitions and has nothing newer
+   * delivers nothing, so no hold begins to notice it, and a look at a hold can fail. It
+   * looks whenever every unacked delivery is here (idle, or busy with all of them).
    */
-  private scheduleIdleSkipCheck(inMs: number): void {
-    this.idleSkipTimer = setTimeout(() => {
-      void this.idleSkipCheck().finally(() => {
-        if (!this.stopping && this.skipCheck) this.scheduleIdleSkipCheck(SKIP_IDLE_CHECK_MS);
+  private scheduleSkipLook(inMs: number): void {
+    this.skipLookTimer = setTimeout(() => {
+      void this.periodicSkipLook().finally(() => {
+        if (!this.stopping && this.skipCheck) this.scheduleSkipLook(SKIP_LOOK_EVERY_MS);
       });
     }, inMs);
-    this.idleSkipTimer.unref();
+    this.skipLookTimer.unref();
   }
 
-  private async idleSkipCheck(): Promise<void> {
-    const idle = this.deliveries === this.deliveriesAtIdleCheck || this.deliveries === 0;
-    this.deliveriesAtIdleCheck = this.deliveries;
-    if (!idle || this.stopping || this.settling || this.dispatcher.size > 0) return;
+  private async periodicSkipLook(): Promise<void> {
+    if (this.stopping || this.settling) return;
     const info = await this.handle?.info(false).catch(() => undefined);
     if (!info || this.stopping || this.unackedElsewhere(info) > 0) return;
     await this.skippedCheck(info);
@@ -495,14 +492,16 @@ export class PinnedConsumer {
 
   private async confirmSkipped(info: ConsumerInfo): Promise<"clean" | "unsure" | "skipped"> {
     const suspect = await this.lowestSkipped(info);
-    if (suspect === undefined) return "clean";
+    const first = skipVerdict(suspect, "not yet");
+    if (first !== "look again") return first;
     await new Promise((resolve) => setTimeout(resolve, SKIP_CONFIRM_MS));
     if (this.stopping) return "unsure";
     const again = await this.handle?.info(false).catch(() => undefined);
     if (!again || this.unackedElsewhere(again) > 0) return "unsure";
     const skipped = await this.lowestSkipped(again);
-    if (skipped === undefined) return "clean";
-    if (skipped.seq !== suspect.seq || this.stopping) return "unsure";
+    const verdict = skipVerdict(suspect, skipped);
+    if (verdict !== "skipped") return verdict === "look again" ? "unsure" : verdict;
+    if (this.stopping || typeof skipped !== "object") return "unsure";
     this.dispatcher.pauseStarts();
     this.events.onSkippedMessage?.(skipped, again.delivered.stream_seq);
     return "skipped";
@@ -511,16 +510,17 @@ export class PinnedConsumer {
   /**
    * The lowest stored message of the consumer's filters in `info` (a refresh may have
    * narrowed them since the consume began) at or below its delivered sequence that is
-   * not here, or undefined (also when the check turned off).
+   * not here; undefined when there is none (or the check is off: no permission), "failed"
+   * when a lookup failed otherwise.
    */
-  private async lowestSkipped(info: ConsumerInfo): Promise<FirstStored | undefined> {
+  private async lowestSkipped(info: ConsumerInfo): Promise<SkipLook> {
     const lookup = this.settings.firstStored;
     if (!lookup || !this.skipCheck) return undefined;
     try {
       const first = await inBatches(filterSubjectsOf(info.config), SKIP_LOOKUPS_IN_FLIGHT, lookup);
       return skippedMessage(info.delivered.stream_seq, first, (seq) => this.dispatcher.knows(seq));
     } catch (err) {
-      if (!isPermissionError(err)) return undefined;
+      if (!isPermissionError(err)) return "failed";
       this.skipCheck = false;
       this.events.onSkipCheckUnavailable?.(err instanceof Error ? err.message : String(err));
       return undefined;
@@ -715,7 +715,7 @@ export class PinnedConsumer {
     const finished = await drained;
     if (handoff) await this.settleBarrier(Math.min(timeoutMs, 2000));
     clearInterval(this.keepAlive);
-    clearTimeout(this.idleSkipTimer);
+    clearTimeout(this.skipLookTimer);
     this.proofInbox?.close();
     this.connectionWatch?.stop?.();
     this.budget?.leave();

@@ -52,3 +52,25 @@ export function skippedMessage(deliveredUpTo: number, firstStored: readonly (Fir
 export function skipCheckApplies(config: { max_deliver?: number }): boolean {
   return config.max_deliver === undefined || config.max_deliver <= 0;
 }
+
+/** What one look found: the lowest skipped message, none, or a lookup that failed (a leader election, a timeout). */
+export type SkipLook = FirstStored | undefined | "failed";
+
+/** What the skip check concludes: nothing skipped, no conclusion yet (the hold waits and asks again), or a skip. */
+export type SkipVerdict = "clean" | "unsure" | "skipped";
+
+/**
+ * The verdict of the skip check's two looks, 100 ms apart (`second` "not yet": the
+ * first look's verdict, "look again" when it found a suspect). A failed lookup proves
+ * nothing, so it never counts as clean; a skip counts only when both looks name the
+ * same message (a clustered work queue removes an acked message shortly after the ack
+ * is counted).
+ */
+export function skipVerdict(first: SkipLook, second: SkipLook | "not yet"): SkipVerdict | "look again" {
+  if (first === "failed") return "unsure";
+  if (first === undefined) return "clean";
+  if (second === "not yet") return "look again";
+  if (second === "failed") return "unsure";
+  if (second === undefined) return "clean";
+  return second.seq === first.seq ? "skipped" : "unsure";
+}

@@ -111,7 +111,7 @@ describe("consumer foreign state - a consumer that inherited an earlier consumer
   for (const newer of [false, true]) {
     const title = newer
       ? "consumer foreign state - newer messages it delivers are held while older ones it skipped are noticed, reported, and all handled in order from a recreated consumer"
-      : "consumer foreign state - messages a raced create skipped, with nothing newer, are noticed by the idle consume, reported, and handled in order from a recreated consumer";
+      : "consumer foreign state - messages a raced create skipped, with nothing newer, are noticed by the periodic look, reported, and handled in order from a recreated consumer";
     test(title, { timeout: 180_000 }, () => skippedByRacedCreate(newer));
   }
 

@@ -1,7 +1,7 @@
 /** The skip check's rule, without a server: a table of consumer states, stored messages and what an instance holds. */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { skipCheckApplies, skippedMessage, type FirstStored } from "../../src/nats/skipped-message.js";
+import { skipCheckApplies, skippedMessage, skipVerdict, type FirstStored, type SkipLook } from "../../src/nats/skipped-message.js";
 
 const at = (seq: number, subject = `p.${seq}`): FirstStored => ({ seq, subject });
 
@@ -23,6 +23,19 @@ describe("skipped message", () => {
       assert.equal(found?.seq, c.skipped);
       if (c.skipped !== undefined) assert.equal(found?.subject, `p.${c.skipped}`);
     });
+  }
+
+  const verdicts: { name: string; first: SkipLook; second: SkipLook | "not yet"; verdict: string }[] = [
+    { name: "nothing skipped at the first look", first: undefined, second: "not yet", verdict: "clean" },
+    { name: "a failed first lookup proves nothing (the hold waits: review finding)", first: "failed", second: "not yet", verdict: "unsure" },
+    { name: "a suspect is looked at again", first: at(12), second: "not yet", verdict: "look again" },
+    { name: "the same message both times: skipped", first: at(12), second: at(12), verdict: "skipped" },
+    { name: "gone at the second look (its ack was being applied): clean", first: at(12), second: undefined, verdict: "clean" },
+    { name: "another message at the second look: no conclusion yet", first: at(12), second: at(14), verdict: "unsure" },
+    { name: "a failed second lookup proves nothing", first: at(12), second: "failed", verdict: "unsure" },
+  ];
+  for (const v of verdicts) {
+    test(`skipped message - verdict: ${v.name}`, () => assert.equal(skipVerdict(v.first, v.second), v.verdict));
   }
 
   test("skipped message - the check applies only without a max_deliver of the consumer's own (a message whose deliveries ran out looks the same)", () => {
