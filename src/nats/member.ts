@@ -62,13 +62,13 @@ type ConsumerInfoWithPin = { created?: string; delivered?: { consumer_seq?: numb
 
 
 /**
- * The lowest message of `filter` that `stream` holds, or undefined: read from the stream's
- * leader (a direct get may be answered by a follower that has not yet removed an acked
- * message).
+ * The lowest message of `filter` that `stream` holds from `fromSeq` on, or undefined:
+ * read from the stream's leader (a direct get may be answered by a follower that has
+ * not yet removed an acked message).
  */
-async function firstStoredMessage(jsm: JetStreamManager, stream: string, filter: string): Promise<FirstStored | undefined> {
+async function storedFrom(jsm: JetStreamManager, stream: string, filter: string, fromSeq: number): Promise<FirstStored | undefined> {
   // nats.js types STREAM.MSG.GET's request without next_by_subj, which the server reads (as for direct gets).
-  const request = { seq: 1, next_by_subj: filter } as unknown as MsgRequest;
+  const request = { seq: fromSeq, next_by_subj: filter } as unknown as MsgRequest;
   const m = await jsm.streams.getMessage(stream, request);
   return m ? { seq: m.seq, subject: m.subject } : undefined;
 }
@@ -161,7 +161,7 @@ class NatsMemberPort<C> implements MemberPort<C> {
         maxBufferedBytes: this.settings.maxBufferedBytes,
         pinnedTtlMs: pinnedTtlMs(this.settings.ackWaitMs),
         ...(this.driver.replacedCopy ? { replacedCopy: (m: JsMsg) => this.driver.replacedCopy?.(m) ?? false } : {}),
-        ...(this.driver.acksRemoveMessages ? { firstStored: (filter: string) => firstStoredMessage(this.jsm, this.driver.consumerStream, filter) } : {}),
+        ...(this.driver.acksRemoveMessages ? { storedFrom: (filter: string, fromSeq: number) => storedFrom(this.jsm, this.driver.consumerStream, filter, fromSeq) } : {}),
       },
       events,
     );

@@ -41,7 +41,7 @@ import { openProofInbox, type ProofInbox } from "./proof-inbox.js";
 import { isPermissionError } from "./server-errors.js";
 import { joinConnectionBudget, type ConnectionBudget } from "./connection-budget.js";
 import { StartGuard, type HoldReason } from "./start-guard.js";
-import { skipCheckApplies, skippedMessage, skipVerdict, type FirstStored, type SkipLook } from "./skipped-message.js";
+import { lowestOf, skipCheckApplies, skippedInFilter, skipVerdict, type FirstStored, type SkipLook, type StoredFrom } from "./skipped-message.js";
 import { writeBatchOf } from "./write-batch.js";
 
 /** How long an instance that takes the pin over waits at most for the redeliveries queued for it. */
@@ -117,11 +117,11 @@ export interface PullSettings {
   /** A message to ack without handling: a copy a repartition's source switch replaced (the new source stores it again). */
   replacedCopy?: (m: JsMsg) => boolean;
   /**
-   * On a work queue (acks remove messages): the lowest stored message of a filter. With
-   * it, a hold settles only once no stored message at or below the consumer's delivered
-   * sequence is missing here (see `skipped-message.ts`).
+   * On a work queue (acks remove messages): the lowest stored message of a filter from a
+   * sequence on. With it, a hold settles only once no stored message at or below the
+   * consumer's delivered sequence is missing here (see `skipped-message.ts`).
    */
-  firstStored?: (filter: string) => Promise<FirstStored | undefined>;
+  storedFrom?: StoredFrom;
 }
 
 /**
@@ -142,7 +142,7 @@ export class PinnedConsumer {
   private createdAt: string | undefined;
   /** The consumer's filters when this consume began (a refresh only narrows them): a delivery outside them is foreign. */
   private filters: FilterSet | undefined;
-  /** The skip check may run (see {@link PullSettings.firstStored}); off once it cannot read the work queue. */
+  /** The skip check may run (see {@link PullSettings.storedFrom}); off once it cannot read the work queue. */
   private skipCheck = false;
   /** The next periodic look for skipped messages. */
   private skipLookTimer: NodeJS.Timeout | undefined;
@@ -241,7 +241,7 @@ export class PinnedConsumer {
     const info = await consumer.info(true);
     this.createdAt = info.created;
     this.filters = filterSetOf(info.config);
-    this.skipCheck = this.settings.firstStored !== undefined && skipCheckApplies(info.config);
+    this.skipCheck = this.settings.storedFrom !== undefined && skipCheckApplies(info.config);
     const limit = info.config.max_ack_pending;
     if (limit !== undefined && limit > 0) this.ackPendingLimit = limit;
     watchLoopLag();
@@ -514,11 +514,12 @@ export class PinnedConsumer {
    * when a lookup failed otherwise.
    */
   private async lowestSkipped(info: ConsumerInfo): Promise<SkipLook> {
-    const lookup = this.settings.firstStored;
-    if (!lookup || !this.skipCheck) return undefined;
+    const storedFrom = this.settings.storedFrom;
+    if (!storedFrom || !this.skipCheck) return undefined;
+    const deliveredUpTo = info.delivered.stream_seq;
+    const known = (seq: number): boolean => this.dispatcher.knows(seq);
     try {
-      const first = await inBatches(filterSubjectsOf(info.config), SKIP_LOOKUPS_IN_FLIGHT, lookup);
-      return skippedMessage(info.delivered.stream_seq, first, (seq) => this.dispatcher.knows(seq));
+      return lowestOf(await inBatches(filterSubjectsOf(info.config), SKIP_LOOKUPS_IN_FLIGHT, (filter) => skippedInFilter(filter, deliveredUpTo, storedFrom, known)));
     } catch (err) {
       if (!isPermissionError(err)) return "failed";
       this.skipCheck = false;

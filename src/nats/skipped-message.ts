@@ -17,30 +17,44 @@
  * held by one instance (the start guard's settle condition), a stored message at or
  * below the delivered sequence that this instance neither holds, awaits nor has just
  * settled was never delivered to anyone who still has it: the consumer skipped it.
- * The lowest stored message of each filter is enough to see the inherited state: every
- * stored message of a partition the old consumer did not have is below its delivered
- * sequence, the lowest among them.
+ * Each filter's stored messages are walked from its lowest up, past the ones this
+ * instance knows, to the first it does not know or past the delivered sequence: a held
+ * message can hide skipped ones above it (the review found one inherited pending
+ * delivery at the bottom of a partition whose later messages were all skipped). The
+ * walk takes at most one lookup per message held here, plus one per filter.
  */
 
-/** The lowest stored message of one filter, or undefined when the filter holds none. */
+/** A stored message: its stream sequence and subject. */
 export interface FirstStored {
   readonly seq: number;
   readonly subject: string;
 }
 
+/** The lowest message of `filter` stored with a sequence >= `fromSeq`, or undefined. */
+export type StoredFrom = (filter: string, fromSeq: number) => Promise<FirstStored | undefined>;
+
 /**
- * The lowest message the consumer skipped, or undefined when none shows.
+ * The lowest stored message of `filter` at or below `deliveredUpTo` that is not known
+ * here, or undefined when there is none.
  *
- * @param deliveredUpTo - the consumer's delivered stream sequence, read before `firstStored`
- * @param firstStored - the lowest stored message of each of its filters, read after the consumer's state
+ * @param deliveredUpTo - the consumer's delivered stream sequence, read before the lookups
  * @param known - whether this instance holds the message, awaits its redelivery or has just settled it
+ * @throws whatever `storedFrom` throws
  */
-export function skippedMessage(deliveredUpTo: number, firstStored: readonly (FirstStored | undefined)[], known: (seq: number) => boolean): FirstStored | undefined {
-  let lowest: FirstStored | undefined;
-  for (const first of firstStored) {
-    if (!first || first.seq > deliveredUpTo || known(first.seq)) continue;
-    if (!lowest || first.seq < lowest.seq) lowest = first;
+export async function skippedInFilter(filter: string, deliveredUpTo: number, storedFrom: StoredFrom, known: (seq: number) => boolean): Promise<FirstStored | undefined> {
+  for (let from = 1; from <= deliveredUpTo; ) {
+    const m = await storedFrom(filter, from);
+    if (!m || m.seq > deliveredUpTo) return undefined;
+    if (!known(m.seq)) return m;
+    from = m.seq + 1;
   }
+  return undefined;
+}
+
+/** The lowest of the messages found skipped in each filter, or undefined when none was. */
+export function lowestOf(found: readonly (FirstStored | undefined)[]): FirstStored | undefined {
+  let lowest: FirstStored | undefined;
+  for (const m of found) if (m && (!lowest || m.seq < lowest.seq)) lowest = m;
   return lowest;
 }
 
