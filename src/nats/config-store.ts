@@ -9,7 +9,7 @@ import { ConsumerGroupError } from "../core/errors.js";
 import { bucketName, configKey, parseConfigKey } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
 import { validateStaticConfig, validateStoredElasticConfig } from "../core/validation.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "./server-errors.js";
+import { ApiCode, apiErrorCode, isNoResponders, wrapServerError } from "./server-errors.js";
 import { SharedWatches, type RawWatch, type WatchLease } from "./shared-watch.js";
 
 /** How one flavour's config is stored. */
@@ -104,14 +104,26 @@ export function decodeEntry<C>(flavour: Flavour<C>, entry: KvEntry): C {
  */
 export async function readConfigIfAny<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<StoredConfig<C> | undefined> {
   let entry: KvEntry | null;
-  try {
-    entry = await kv.get(configKey(stream, group));
-  } catch (err) {
-    throw wrapServerError(err, `getting the ${flavour.kind} consumer group's config`);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      entry = await kv.get(configKey(stream, group));
+      break;
+    } catch (err) {
+      // A bucket's replicas answer direct gets only once they are set up: right after the bucket was made
+      // on a cluster, a get can find no responders. (A timeout is not retried here: it already took long.)
+      if (attempt < CONFIG_READ_ATTEMPTS && isNoResponders(err)) {
+        await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)));
+        continue;
+      }
+      throw wrapServerError(err, `getting the ${flavour.kind} consumer group's config`);
+    }
   }
   if (!entry || entry.operation !== "PUT") return undefined;
   return { config: decodeEntry(flavour, entry), revision: entry.revision };
 }
+
+/** How often a config read that found no responders is tried in all (3.1 s of backoff). */
+const CONFIG_READ_ATTEMPTS = 6;
 
 /**
  * Reads a group's config.

@@ -128,6 +128,18 @@ export function wrapServerError(err: unknown, what: string, hint = "", code: Err
 }
 
 /**
+ * Whether a request found nobody to answer it (a stream's replicas not yet serving
+ * direct gets right after it was made on a cluster, a node restarting), looking
+ * through its causes.
+ */
+export function isNoResponders(err: unknown): boolean {
+  for (let current: unknown = err, depth = 0; depth < 6 && current instanceof Error; depth++, current = current.cause) {
+    if (current.name === "NoResponders" || /no responders/i.test(current.message)) return true;
+  }
+  return false;
+}
+
+/**
  * Whether an error is one a cluster shows while it elects a leader or a node restarts:
  * a request timeout, no responders, or JetStream temporarily unavailable. Never true for
  * this library's own verdicts (codes other than `SERVER_ERROR`).

@@ -96,7 +96,8 @@ export async function createStatic(js: JetStreamClient, options: CreateStaticOpt
   const kv = await ensureConfigBucket(js, jsm, "static", info.config.num_replicas);
   for (let attempt = 0; attempt < 3; attempt++) {
     const existing = await readConfigIfAny(kv, STATIC, stream, group).catch((err: unknown) => {
-      if (err instanceof ConsumerGroupError && (err.code === "CONFIG_DECODE" || err.serverCode === undefined)) {
+      // A config that cannot be decoded or validated; not a read that failed (SERVER_ERROR, PERMISSION_DENIED).
+      if (err instanceof ConsumerGroupError && err.code !== "SERVER_ERROR" && err.code !== "PERMISSION_DENIED" && (err.code === "CONFIG_DECODE" || err.serverCode === undefined)) {
         throw new ConsumerGroupError(err.code, `static consumer group config already exists and is not valid: ${err.message}; delete the group first`, { cause: err });
       }
       throw err;

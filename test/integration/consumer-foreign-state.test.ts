@@ -16,15 +16,32 @@ import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js"
 import { sleep } from "../helpers/load-harness.js";
 import { nanos } from "../helpers/load-scenario.js";
 
-describe("consumer foreign state - deliveries outside the consumer's filters", () => {
-  let env: TestEnv;
+/** One server per describe, and the members its tests started, stopped at the end. */
+function serverPerSuite(): { env: () => TestEnv; members: ConsumerGroupMember[] } {
+  let env: TestEnv | undefined;
   const members: ConsumerGroupMember[] = [];
   before(async () => {
     env = await startEnv();
   });
   after(async () => {
     await Promise.allSettled(members.splice(0).map((m) => m.stop()));
-    await env.close();
+    await env?.close();
+  });
+  return {
+    env: () => {
+      assert.ok(env, "the suite's server");
+      return env;
+    },
+    members,
+  };
+}
+
+describe("consumer foreign state - deliveries outside the consumer's filters", () => {
+  const suite = serverPerSuite();
+  let env: TestEnv;
+  const members = suite.members;
+  before(() => {
+    env = suite.env();
   });
 
   test("consumer foreign state - a delivery of another member's partition is not run, is reported, and the consumer is recreated", { timeout: 120_000 }, async () => {
@@ -98,14 +115,11 @@ function tokensOfPartition(stream: string, partitions: number, partition: number
 }
 
 describe("consumer foreign state - a consumer that inherited an earlier consumer's delivered sequence", () => {
+  const suite = serverPerSuite();
   let env: TestEnv;
-  const members: ConsumerGroupMember[] = [];
-  before(async () => {
-    env = await startEnv();
-  });
-  after(async () => {
-    await Promise.allSettled(members.splice(0).map((m) => m.stop()));
-    await env.close();
+  const members = suite.members;
+  before(() => {
+    env = suite.env();
   });
 
   test("consumer foreign state - messages a raced create skipped, with nothing newer, are noticed by the periodic look, reported, and handled in order from a recreated consumer", { timeout: 180_000 }, () =>
