@@ -57,6 +57,7 @@ export type { MessageHandler } from "./nats/pinned-consumer.js";
 export type { ConsumerGroupMember, MemberLifecycle, MemberStatus } from "./nats/member.js";
 export { DeadLetterHeaders } from "./nats/dead-letter.js";
 export { METER_NAME, MetricAttributes, MetricNames } from "./nats/metrics.js";
+export type { MeterProviderLike } from "./nats/metrics.js";
 export type { ConcurrencyMode } from "./nats/dispatcher.js";
 export { elasticKeyExtractor, staticKeyExtractor } from "./core/keys.js";
 export type { SubjectKeyExtractor } from "./core/keys.js";

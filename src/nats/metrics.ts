@@ -15,6 +15,7 @@ type OtelApi = typeof import("@opentelemetry/api");
  * compile in an application without the optional `@opentelemetry/api` peer.
  */
 export interface MeterProviderLike {
+  /** The meter of an instrumentation scope (OpenTelemetry's `MeterProvider.getMeter`). */
   getMeter(name: string, version?: string, options?: { schemaUrl?: string }): unknown;
 }
 const otel: OtelApi | undefined = await import("@opentelemetry/api").catch(() => undefined);
