@@ -180,13 +180,16 @@ describe("consumer foreign state - a consumer that inherited an earlier consumer
       }
       for (let i = 0; i < 5; i++) await env.js.publish(`${stream}.${p0 ?? "?"}`, JSON.stringify({ filler: i }));
       if (!held) await env.jsm.consumers.add(wq, { ...settings, filter_subjects: [`0.${stream}.*`] });
-      const fillers = await (await env.js.consumers.get(wq, "m1")).fetch({ max_messages: 5, expires: 3000, group: "PCG" });
+      const earlier = await env.js.consumers.get(wq, "m1");
       let acked = 0;
-      for await (const m of fillers) {
-        // Only fillers: a checked message redelivered after AckWait is left as it is.
-        if ((m.json<{ filler?: number }>().filler ?? -1) < 0) continue;
-        await m.ackAck();
-        if (++acked === 5) break;
+      for (let fetches = 0; acked < 5 && fetches < 5; fetches++) {
+        const fillers = await earlier.fetch({ max_messages: 5 - acked, expires: 3000, group: "PCG" });
+        for await (const m of fillers) {
+          // Only fillers: the held partition-1 message, redelivered once AckWait passed (a slow machine), is left as it is.
+          if ((m.json<{ filler?: number }>().filler ?? -1) < 0) continue;
+          await m.ackAck();
+          if (++acked === 5) break;
+        }
       }
       assert.equal(acked, 5, "the earlier consumer acks its five fillers");
       await sleep(30); // its state reaches its files
