@@ -21,6 +21,8 @@ import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 import { AutoJoinedMember } from "./auto-member.js";
 import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
 import { openLeaseBucket } from "./lease-store.js";
+import { answerPresence } from "./presence.js";
+import { connectionOf } from "../nats/client-seam.js";
 
 /** How often a member checks a repartition in progress (gates to open, phase changes). */
 const REPARTITION_POLL_MS = 250;
@@ -312,7 +314,7 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   const consumerTemplate = { ...template, ack_policy: "explicit" as const, ...modeConsumerSettings(withMember as ConsumeOptions, settings) };
   if (!auto) {
     const driver = elasticDriver(stream, group, member, consumerTemplate, settings.ackWaitMs, () => true);
-    return startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false);
+    return answeringPresence(js, await startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false), settings.dispatch.mode);
   }
   const replicas = (await retryTransient(() => streamInfo(jsm, `KV_${bucketName("elastic")}`, "the elastic config bucket", ""))).config.num_replicas;
   const leases = await retryTransient(() => openLeaseBucket(js, jsm, replicas));
@@ -328,5 +330,12 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
     throw err;
   }
   membership.attach(controller);
-  return new AutoJoinedMember(controller, membership, settings.drainTimeoutMs);
+  return answeringPresence(js, new AutoJoinedMember(controller, membership, settings.drainTimeoutMs), settings.dispatch.mode);
+}
+
+/** Answers presence requests (see presence.ts) while the instance runs. */
+function answeringPresence<M extends ConsumerGroupMember>(js: JetStreamClient, instance: M, mode: string): M {
+  const presence = answerPresence(connectionOf(js), instance.stream, instance.group, instance.member, mode);
+  void instance.closed().then(() => presence.stop());
+  return instance;
 }

@@ -197,3 +197,29 @@ export async function watchGroupLeases(kv: KV, keys: GroupLeaseKeys): Promise<{ 
   }
   return { events: events(), stop: () => watcher.stop(), empty };
 }
+
+/**
+ * The members of a group that joined by themselves (a registration key): auto-join is
+ * this library's, so these are never Go members, whether an instance runs now or its
+ * lease is running out. Empty when there is no lease bucket.
+ */
+export async function registeredAutoMembers(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string): Promise<Set<string>> {
+  const members = new Set<string>();
+  try {
+    await jsm.streams.info(`KV_${LEASE_BUCKET}`);
+  } catch (err) {
+    if (apiErrorCode(err) === ApiCode.StreamNotFound) return members;
+    throw wrapServerError(err, `looking up the lease bucket "${LEASE_BUCKET}"`);
+  }
+  const keys = new GroupLeaseKeys(stream, group);
+  try {
+    const kv = await new Kvm(js).open(LEASE_BUCKET);
+    for await (const key of await kv.keys(`${keys.prefix}.auto.*`)) {
+      const parsed = keys.parse(key);
+      if (parsed?.kind === "registration") members.add(parsed.member);
+    }
+  } catch (err) {
+    throw wrapServerError(err, `listing the auto members of ${keys.prefix}`);
+  }
+  return members;
+}

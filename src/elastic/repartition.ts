@@ -44,10 +44,12 @@ import type { ElasticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, openConfigBucket, readElasticConfigNotStatic, updateConfig } from "../nats/config-store.js";
 import { MODE_KEY } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer } from "../nats/context.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { ApiCode, apiErrorCode, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
 import { connectionOf } from "../nats/client-seam.js";
 import { layoutOf, readLayout, type StreamLayout } from "./layout.js";
 import { readLock, releaseLock, takeLock } from "./repartition-lock.js";
+import { registeredAutoMembers } from "./lease-store.js";
+import { askPresence, presenceSubject } from "./presence.js";
 
 /** Where a repartition is, as reported to `onProgress`. */
 export interface RepartitionProgress {
@@ -93,6 +95,24 @@ export interface RepartitionOptions {
   pollMs?: number;
   /** Aborting stops this call (the repartition stays where it is; run it again to finish it). */
   signal?: AbortSignal;
+  /**
+   * Called before a transient server error is tried again (a timeout, a leader
+   * election, the server racing a member's consumer being made): up to
+   * {@link REPARTITION_ATTEMPTS} attempts in a row, waiting 0.5 s doubling to 8 s.
+   */
+  onRetry?: (retry: RepartitionRetry) => void;
+}
+
+/** A transient error a repartition is about to try again after (see `onRetry`). */
+export interface RepartitionRetry {
+  /** The attempt about to run (2 for the first retry). */
+  attempt: number;
+  /** The attempts in a row it makes at most. */
+  maxAttempts: number;
+  /** How long it waits first. */
+  delayMs: number;
+  /** What failed. */
+  error: Error;
 }
 
 /** What a finished repartition reports. */
@@ -134,12 +154,66 @@ export interface RepartitionResult {
  */
 export async function repartition(js: JetStreamClient, stream: string, group: string, partitions: number, options: RepartitionOptions = {}): Promise<RepartitionResult> {
   const started = Date.now();
+  checkRepartitionOptions(options);
+  // Counts failures in a row: a run that reported progress since the last one starts over.
+  let failures = 0;
+  let progressed = false;
+  const watched: RepartitionOptions = {
+    ...options,
+    onProgress: (p) => {
+      progressed = true;
+      options.onProgress?.(p);
+    },
+  };
   // Decided from a reading taken before the lock; when another run moved the group on before the
   // lock was ours, everything is decided again from a new reading (a few times at most).
   for (let attempt = 0; ; attempt++) {
-    const result = await repartitionOnce(js, stream, group, partitions, options, started, attempt >= 3);
+    let result: RepartitionResult | "read again";
+    try {
+      result = await repartitionOnce(js, stream, group, partitions, watched, started, attempt >= 3);
+    } catch (err) {
+      if (progressed) failures = 0;
+      progressed = false;
+      failures += 1;
+      if (!isRetryableRepartitionError(err) || failures >= REPARTITION_ATTEMPTS || options.signal?.aborted) throw err;
+      // Every step is safe to run again: the next call resumes from the record and the lock this one left.
+      const delayMs = retryDelayMs(failures);
+      options.onRetry?.({ attempt: failures + 1, maxAttempts: REPARTITION_ATTEMPTS, delayMs, error: err instanceof Error ? err : new Error(String(err)) });
+      await sleep(delayMs, options.signal);
+      continue;
+    }
     if (result !== "read again") return result;
   }
+}
+
+/** How many times in a row a repartition meets a transient server error before it gives up. */
+export const REPARTITION_ATTEMPTS = 8;
+/** The first wait before trying again, doubled each time up to {@link REPARTITION_RETRY_CAP_MS}. */
+const REPARTITION_RETRY_FIRST_MS = 500;
+/** The longest wait between two attempts. */
+const REPARTITION_RETRY_CAP_MS = 8_000;
+
+/** The wait before attempt `failures + 1`: 0.5, 1, 2, 4, 8, 8, … s (about 31 s over all the attempts). */
+export function retryDelayMs(failures: number): number {
+  return Math.min(REPARTITION_RETRY_CAP_MS, REPARTITION_RETRY_FIRST_MS * 2 ** Math.max(0, failures - 1));
+}
+
+/**
+ * Errors a repartition outlives by trying again: timeouts, no responders, a leader
+ * election, and the server's own file races on a consumer being made or deleted
+ * while the switch pauses it (`open …/meta.inf.tmp: no such file or directory`,
+ * `error creating store for consumer`), which the members' rebalances produce.
+ */
+export function isRetryableRepartitionError(err: unknown): boolean {
+  if (err instanceof ConsumerGroupError && err.code !== "SERVER_ERROR") return false;
+  if (isTransientServerError(err)) return true;
+  let current: unknown = err;
+  for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
+    const message = (current as { message?: unknown }).message;
+    if (typeof message === "string" && /no such file or directory|error creating store|meta\.(inf|sum)\.tmp/i.test(message)) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** The options' types: a `force` that is not a boolean must not count as one. */
@@ -148,6 +222,7 @@ function checkRepartitionOptions(options: RepartitionOptions): void {
   optionalBoolean(options.force, "force", false);
   optionalTimerMs(options.pollMs, "pollMs", 250);
   if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `onProgress must be a function, got ${quoted(options.onProgress)}`);
+  if (options.onRetry !== undefined && typeof options.onRetry !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `onRetry must be a function, got ${quoted(options.onRetry)}`);
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new ConsumerGroupError("INVALID_ARGUMENT", `signal must be an AbortSignal, got ${quoted(options.signal)}`);
 }
 
@@ -204,11 +279,11 @@ async function repartitionOnce(
     }
   }
   // Checked before starting: a repartition already under way is better finished than refused.
-  const unverifiedMembers = resumed ? [] : await findUnverifiedMembers(jsm, wq, config.config);
+  const unverifiedMembers = resumed ? [] : await findUnverifiedMembers(js, jsm, stream, group, config.config);
   if (unverifiedMembers.length > 0 && !options.force) {
     throw new ConsumerGroupError(
       "GO_MEMBERS_PRESENT",
-      `the elastic consumer group ${stream}.${group} has members that may be Go members: ${unverifiedMembers.join(", ")} (their consumers carry no nats-pcgroups metadata, as Go's and this library's serial mode's do not, or they run no instance now). Go members cannot follow a repartition: Go stops a member when the partition count changes, and a Go instance started before the repartition is done can break per-key order for its partitions. Pass force (--force) when these are all nats-pcgroups members, and start no Go instance of the group until it is done`,
+      `the elastic consumer group ${stream}.${group} has members that may be Go members: ${unverifiedMembers.join(", ")} (no running instance answered on ${presenceSubject(stream, group)}, they did not join by auto-join, and their consumers carry no nats-pcgroups metadata, as Go's do not; or they run no instance now). Go members cannot follow a repartition: Go stops a member when the partition count changes, and a Go instance started before the repartition is done can break per-key order for its partitions. Start the members, or give their users subscribe permission on ${presenceSubject(stream, group)} with allow_responses (docs/permissions.md); pass force (--force) when these are all nats-pcgroups members, and start no Go instance of the group until it is done`,
     );
   }
   const record: RepartitionRecord = layout.record ?? { from, to: partitions, phase: "moving", started: new Date().toISOString() };
@@ -307,16 +382,22 @@ async function workQueueInfo(jsm: JetStreamManager, wq: string): Promise<StreamI
 }
 
 /**
- * What cannot be shown to be this library's: consumers without its metadata (Go's, or
- * its own in serial mode), and members that own partitions but run no instance now
- * (one of them could be a Go member started later).
+ * What cannot be shown to be this library's. A member is this library's when it
+ * joined by itself (auto-join: its lease may be running out, its consumer gone), when
+ * its consumer carries this library's metadata (every mode but `serial`), or when a
+ * running instance answered the presence request (`serial` consumers are exactly
+ * Go's). Left: consumers of members nobody vouches for (Go's, or this library's
+ * without the presence permission), and members with partitions that run no
+ * instance (one of them could be a Go member started later).
  */
-async function findUnverifiedMembers(jsm: JetStreamManager, wq: string, config: ElasticConsumerGroupConfig): Promise<string[]> {
-  const consumers = await listConsumers(jsm, wq);
-  const unmarked = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined).map((c) => c.name);
+async function findUnverifiedMembers(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string, config: ElasticConsumerGroupConfig): Promise<string[]> {
+  const wq = workQueueStreamName(stream, group);
+  const [consumers, auto, answered] = await Promise.all([listConsumers(jsm, wq), registeredAutoMembers(js, jsm, stream, group), askPresence(connectionOf(js), stream, group)]);
+  const vouched = (member: string): boolean => auto.has(member) || answered.has(member);
+  const unmarked = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined && !vouched(c.name)).map((c) => c.name);
   const running = new Set(consumers.map((c) => c.name));
-  const absent = [...partitionAssignment(config)].filter(([member, partitions]) => partitions.length > 0 && !running.has(member)).map(([member]) => member);
-  return [...unmarked, ...absent].sort();
+  const absent = [...partitionAssignment(config)].filter(([member, partitions]) => partitions.length > 0 && !running.has(member) && !auto.has(member)).map(([member]) => member);
+  return [...new Set([...unmarked, ...absent])].sort();
 }
 
 async function listConsumers(jsm: JetStreamManager, wq: string): Promise<ConsumerInfo[]> {

@@ -10,6 +10,8 @@ import { ELASTIC_BUCKET, STATIC_BUCKET, elasticConsumerName, staticConsumerName,
 export interface Permissions {
   publish: string[];
   subscribe: string[];
+  /** nats-server's `allow_responses`: replies to requests the user received (elastic members answer presence requests). */
+  allowResponses?: boolean;
 }
 
 /** One group. */
@@ -64,7 +66,9 @@ export function memberPermissions(scope: GroupScope & { member: string }, inboxP
       // elastic: the skip check reads the lowest stored message of each of its filters
       ...(kind === "elastic" ? [`$JS.API.STREAM.MSG.GET.${consumerStream}`] : []),
     ],
-    subscribe: [`${inboxPrefix}.>`],
+    // elastic: answering a repartition's presence request (serial consumers look like Go's)
+    subscribe: [`${inboxPrefix}.>`, ...(kind === "elastic" ? [`$PCG.presence.${stream}.${group}`] : [])],
+    ...(kind === "elastic" ? { allowResponses: true } : {}),
   };
 }
 
@@ -133,6 +137,7 @@ export function mergePermissions(...lists: Permissions[]): Permissions {
   return {
     publish: [...new Set(lists.flatMap((l) => l.publish))],
     subscribe: [...new Set(lists.flatMap((l) => l.subscribe))],
+    ...(lists.some((l) => l.allowResponses) ? { allowResponses: true } : {}),
   };
 }
 
@@ -146,5 +151,6 @@ export function userEntry(user: string, password: string, perms?: Permissions): 
   const auth = `user: ${JSON.stringify(user)}, password: ${JSON.stringify(password)}`;
   if (!perms) return `{ ${auth} }`;
   const list = (subjects: string[]): string => `[${subjects.map((s) => JSON.stringify(s)).join(", ")}]`;
-  return `{ ${auth}, permissions: { publish: { allow: ${list(perms.publish)} }, subscribe: { allow: ${list(perms.subscribe)} } } }`;
+  const responses = perms.allowResponses ? ", allow_responses: true" : "";
+  return `{ ${auth}, permissions: { publish: { allow: ${list(perms.publish)} }, subscribe: { allow: ${list(perms.subscribe)} }${responses} } }`;
 }

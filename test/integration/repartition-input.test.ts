@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import type { StreamConfig } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import {
+  addMembers,
   ConsumerGroupError,
   ELASTIC_BUCKET,
   STATIC_BUCKET,
@@ -34,7 +35,7 @@ import {
   type RepartitionResult,
 } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
-import { deferred, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
+import { connectTo, deferred, startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { createKeyedElasticGroup, findOrderBreaks, publishSteadily, type HandlerSpan } from "../helpers/repartition-run.js";
 import { putRawElasticConfig, rawElasticConfig, withTimeout } from "../helpers/elastic-util.js";
 import { GoMember, driverBinary, publishKeyed } from "../helpers/interop-go.js";
@@ -739,28 +740,73 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     assert.deepEqual(await snapshot(stream, "g"), before, "the bad counts changed nothing");
   });
 
-  test("repartition input - cg elastic repartition with a serial-mode member (Go's exact consumer config): refused as a possible Go member, --force repartitions and the member follows", async () => {
+  test("repartition input - cg elastic repartition with a serial-mode member (Go's exact consumer config): its running instance answers presence, so no --force is needed; a member with partitions and no instance is refused, --force repartitions past it", async () => {
     const stream = uniqueName("rcf");
     await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
     const handled: string[] = [];
     await quickMember(stream, "g", "m1", handled, "serial");
     await waitFor(() => consumerExists(workQueueStreamName(stream, "g"), "m1"), 10_000, "m1's consumer");
-    const before = await snapshot(stream, "g");
+    const consumer = await env.jsm.consumers.info(workQueueStreamName(stream, "g"), "m1");
+    assert.equal(consumer.config.metadata?.["pcg_concurrency"], undefined, "a serial consumer carries no metadata (Go's exact config)");
 
-    const refused = await runCg(["--json", "-s", url, "elastic", "repartition", stream, "g", "8"]);
+    const unattended = await runCg(["-s", url, "elastic", "repartition", stream, "g", "8"], { timeoutMs: 40_000 });
+    assert.equal(unattended.code, 0, unattended.stderr);
+    assert.match(unattended.stdout, /^repartitioned from 4 to 8 partitions in \d+\.\ds\n$/, "no member was forced past");
+    await assertFinished(stream, "g", 8);
+    await env.js.publish(`${stream}.z`, JSON.stringify({ key: "z", seq: 1 }));
+    await waitFor(() => handled.includes("z/1"), 10_000, "m1 to keep consuming after the repartition");
+
+    // A member that owns partitions and runs nowhere could be a Go member started later.
+    await addMembers(env.js, stream, "g", ["m2"]);
+    const config8 = await getElasticConsumerGroupConfig(env.js, stream, "g");
+    assert.ok(elasticGetPartitionFilters(config8, "m2").length > 0, "m2 owns partitions");
+    const m1Filters = JSON.stringify([...elasticGetPartitionFilters(config8, "m1")].sort());
+    await waitFor(
+      async () => JSON.stringify([...((await env.jsm.consumers.info(workQueueStreamName(stream, "g"), "m1").catch(() => undefined))?.config.filter_subjects ?? [])].sort()) === m1Filters,
+      15_000,
+      "m1's consumer to follow the new membership",
+    );
+    const before = await snapshot(stream, "g");
+    const refused = await runCg(["--json", "-s", url, "elastic", "repartition", stream, "g", "16"]);
     assert.equal(refused.code, 1, refused.stderr);
     assert.equal(refused.stdout, "");
     const e = jsonError(refused.stderr);
     assert.equal(e.code, "GO_MEMBERS_PRESENT", refused.stderr);
-    assert.match(e.message, /: m1 \(/);
+    assert.match(e.message, /: m2 \(/, "it names the member without an instance");
+    assert.doesNotMatch(e.message, /m1/, "and not the serial member whose instance answered");
     assert.deepEqual(await snapshot(stream, "g"), before, "nothing changed");
 
-    const forced = await runCg(["-s", url, "elastic", "repartition", stream, "g", "8", "--force"], { timeoutMs: 40_000 });
+    const forced = await runCg(["-s", url, "elastic", "repartition", stream, "g", "16", "--force"], { timeoutMs: 40_000 });
     assert.equal(forced.code, 0, forced.stderr);
-    assert.match(forced.stdout, /^repartitioned from 4 to 8 partitions in \d+\.\ds \(forced past members not shown to be nats-pcgroups: m1\)\n$/);
+    assert.match(forced.stdout, /^repartitioned from 8 to 16 partitions in \d+\.\ds \(forced past members not shown to be nats-pcgroups: m2\)\n$/);
+    await assertFinished(stream, "g", 16);
+  });
+
+  test("repartition input - an auto member in serial mode whose process died (its lease still running out) is this library's: the repartition runs unattended", async () => {
+    const stream = uniqueName("rad");
+    await createKeyedElasticGroup(env, stream, "g", 4, []);
+    const wq = workQueueStreamName(stream, "g");
+    const handled: string[] = [];
+    const auto = { settleMs: 300, leaseTtlMs: 20_000, assignment: "balanced" as const };
+    const handler = (msg: { json<T>(): T }): void => {
+      const { key, seq } = msg.json<{ key: string; seq: number }>();
+      handled.push(`${key}/${seq}`);
+    };
+    const dying = await connectTo(env.server);
+    await elasticConsume(dying.js, { stream, group: "g", member: "a2", concurrency: "serial", autoJoin: auto, handler });
+    track(await elasticConsume(env.js, { stream, group: "g", member: "a1", concurrency: "serial", autoJoin: auto, handler }));
+    await waitFor(async () => {
+      const config = await getElasticConsumerGroupConfig(env.js, stream, "g");
+      return elasticGetPartitionFilters(config, "a1").length > 0 && elasticGetPartitionFilters(config, "a2").length > 0 && (await consumerExists(wq, "a1")) && (await consumerExists(wq, "a2"));
+    }, 15_000, "both auto members to own partitions and run their consumers");
+    // The process dies: no leave, no unpin; its lease runs 20 s more, its consumer stays until its inactive threshold.
+    await dying.nc.close();
+
+    const result = await withTimeout(repartition(env.js, stream, "g", 8, { pollMs: 100 }), 60_000, "the repartition with a dying auto member");
+    assert.deepEqual(result.unverifiedMembers, [], "nothing was forced past");
     await assertFinished(stream, "g", 8);
-    await env.js.publish(`${stream}.z`, JSON.stringify({ key: "z", seq: 1 }));
-    await waitFor(() => handled.includes("z/1"), 10_000, "m1 to keep consuming after the forced repartition");
+    await env.js.publish(`${stream}.y`, JSON.stringify({ key: "y", seq: 1 }));
+    await waitFor(() => handled.includes("y/1"), 30_000, "the group to consume after the repartition");
   });
 
   test("repartition input - cg static repartition prints the numbered steps with the exact nats stream edit line and changes nothing; cg elastic repartition --help shows the examples", async () => {

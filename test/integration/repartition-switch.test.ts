@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { addMembers, repartition, workQueueStreamName, type ConsumerGroupMember } from "../../src/index.js";
+import { addMembers, repartition, REPARTITION_ATTEMPTS, workQueueStreamName, type ConsumerGroupMember, type RepartitionRetry } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
 import { sleep } from "../helpers/load-harness.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
@@ -248,6 +248,57 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       await waitFor(handledAll, 20_000, "every message handled");
       await sleep(500);
       assertExactlyOnce(published, spans, "a server crash mid-repartition");
+    } finally {
+      await Promise.allSettled(members.map((m) => m.stop()));
+      await own.close();
+    }
+  });
+
+  test("switch - the server killed and restarted while a repartition runs, not aborted: the call tries again after the transient errors (onRetry says so) and finishes by itself", async (t) => {
+    const own = await startEnv();
+    const members: ConsumerGroupMember[] = [];
+    try {
+      const stream = uniqueName("rsr");
+      await createKeyedElasticGroup(own, stream, "g", 4, ["m1", "m2"]);
+      const wq = workQueueStreamName(stream, "g");
+      const spans: HandlerSpan[] = [];
+      members.push(await recordingMember(own.js, stream, "m1", spans), await recordingMember(own.js, stream, "m2", spans));
+      const published = new Map<string, number>();
+      const publish = async (count: number): Promise<void> => {
+        for (let i = 0; i < count; i++) {
+          const key = `k${i % 20}`;
+          const seq = (published.get(key) ?? 0) + 1;
+          published.set(key, seq);
+          await own.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+        }
+      };
+      const handledAll = (): boolean => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size === [...published.values()].reduce((a, b) => a + b, 0);
+      await publish(100);
+      // A consumer that is no member's (marked as this library's) holds the repartition in "moving" while the server goes away.
+      await own.jsm.consumers.add(wq, { durable_name: "hold", ack_policy: "explicit", filter_subject: "hold.>", metadata: { pcg_concurrency: "key" } });
+      const retries: RepartitionRetry[] = [];
+      const running = repartition(own.js, stream, "g", 8, { pollMs: 50, onRetry: (r) => retries.push(r) }).then(
+        (r) => r,
+        (err: unknown) => err as Error,
+      );
+      await waitFor(async () => (await own.jsm.streams.info(wq)).config.metadata?.["pcg_repartition"] !== undefined, 20_000, "the repartition under way");
+      await own.server.kill();
+      await sleep(1500);
+      await own.server.restart();
+      await waitFor(async () => (await own.jsm.streams.info(wq).catch(() => undefined)) !== undefined, 30_000, "the server back");
+      await waitFor(() => retries.length > 0, 30_000, "a retry reported");
+      await waitFor(async () => (await own.jsm.consumers.delete(wq, "hold").catch(() => false)) === true, 20_000, "the holding consumer deleted");
+      const result = await running;
+      assert.ok(!(result instanceof Error), `the repartition finished by itself: ${result instanceof Error ? result.message : ""}`);
+      t.diagnostic(`retries: ${JSON.stringify(retries.map((r) => [r.attempt, r.delayMs, r.error.message.slice(0, 120)]))}`);
+      assert.deepEqual(retries.map((r) => r.maxAttempts).filter((n) => n !== REPARTITION_ATTEMPTS), []);
+      assert.ok(retries.every((r) => r.attempt >= 2 && r.attempt <= REPARTITION_ATTEMPTS), "attempts within the bound");
+      const info = await own.jsm.streams.info(wq);
+      assert.equal(info.config.metadata?.["pcg_repartition"], undefined, "the record is cleared");
+      await publish(40);
+      await waitFor(handledAll, 30_000, "every message handled");
+      await sleep(500);
+      assertExactlyOnce(published, spans, "a server restart under a running repartition");
     } finally {
       await Promise.allSettled(members.map((m) => m.stop()));
       await own.close();

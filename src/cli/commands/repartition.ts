@@ -4,7 +4,7 @@
  * running it again. `cg static repartition` prints the steps for a static group.
  */
 import { Option } from "commander";
-import { repartition, staticRepartitionPlan, ConsumerGroupError, type RepartitionProgress, type RepartitionResult, type StaticRepartitionPlan } from "../../index.js";
+import { repartition, staticRepartitionPlan, ConsumerGroupError, type RepartitionProgress, type RepartitionResult, type RepartitionRetry, type StaticRepartitionPlan } from "../../index.js";
 import { ExitRequest } from "../errors.js";
 import type { Styler } from "../output.js";
 import { exitCodeFor, onStopSignal, type StopSignal } from "../signals.js";
@@ -35,6 +35,11 @@ export function renderProgress(p: RepartitionProgress, s: Styler, peak: number):
   return `${s.bold(p.phase.padEnd(9))} ${bar} ${what}${perPartition}${held}${behind}${eta}`;
 }
 
+/** The line printed before a transient server error is tried again. */
+export function renderRetry(r: RepartitionRetry): string {
+  return `transient server error, trying again in ${(r.delayMs / 1000).toFixed(1)}s (attempt ${r.attempt} of ${r.maxAttempts}): ${r.error.message}`;
+}
+
 /** The closing line of a repartition. */
 export function renderRepartitioned(r: RepartitionResult): string {
   const forced = r.unverifiedMembers.length > 0 ? ` (forced past members not shown to be nats-pcgroups: ${r.unverifiedMembers.join(", ")})` : "";
@@ -63,7 +68,7 @@ export const repartitionCommand: CommandSpec = {
       ? "grow a live elastic group's partition count, keeping per-key order (run it again to resume one that was interrupted)"
       : "print the steps that repartition a static group (its stream's transform is yours to change)",
   args: [STREAM, GROUP, { name: "partitions", description: "the new partition count", parse: arg((v) => parsePositiveInt(v, "partitions")) }],
-  options: (kind) => (kind === "elastic" ? [new Option("--force", "go on although some members cannot be shown to be nats-pcgroups (serial-mode or Go consumers, members not running); start no Go instance of the group until it is done")] : []),
+  options: (kind) => (kind === "elastic" ? [new Option("--force", "go on although some members cannot be shown to be nats-pcgroups (consumers of members no running instance vouches for, as Go's, members not running); start no Go instance of the group until it is done")] : []),
   examples: (kind) =>
     kind === "elastic" ? ["cg elastic repartition orders shipping 12", "cg elastic repartition orders shipping 12 --json"] : ["cg static repartition orders billing 8"],
   run: async ({ kind, args: [stream, group, partitions], opts, cmd }) =>
@@ -87,6 +92,10 @@ export const repartitionCommand: CommandSpec = {
         const result = await repartition(js, stream as string, group as string, partitions as number, {
           force: opts["force"] === true,
           signal: stop.signal,
+          onRetry: (r) => {
+            if (s.out.json) return s.out.event({ retry: { attempt: r.attempt, maxAttempts: r.maxAttempts, delayMs: r.delayMs, error: r.error.message } }, () => "");
+            process.stderr.write(`${live ? "\n" : ""}${renderRetry(r)}\n`);
+          },
           onProgress: (p) => {
             if (s.out.json) return s.out.event({ progress: p }, () => "");
             peak = Math.max(peak, p.oldLeft.reduce((a, b) => a + b, 0) + p.transitionLeft);
