@@ -94,6 +94,7 @@ export type { AutoJoinOptions } from "./elastic/auto-join.js";
 export type { AutoJoinedMember } from "./elastic/auto-member.js";
 export type { AssignmentPolicy } from "./core/auto-membership.js";
 export { LEASE_BUCKET } from "./elastic/lease-store.js";
+export { ATTEMPTS_BUCKET } from "./elastic/attempt-ledger.js";
 export { workQueueStreamConfig } from "./elastic/work-queue.js";
 export { repartition, REPARTITION_ATTEMPTS } from "./elastic/repartition.js";
 export { staticRepartitionPlan } from "./static/repartition-plan.js";

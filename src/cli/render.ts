@@ -181,6 +181,8 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "dead_lettered", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, dead_letter_subject: status.deadLetterSubject };
     case "blocked":
       return { event: "blocked", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, lane: status.lane };
+    case "attempts_unrecorded":
+      return { event: "attempts_unrecorded", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq };
     case "ack_failed":
       return { event: "ack_failed", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq };
     case "drain_timeout":
@@ -271,6 +273,8 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} ${s.yellow("dead-lettered")} seq ${String(doc["seq"])} to ${String(doc["dead_letter_subject"])}: ${String(doc["error"])}`;
     case "blocked":
       return `${head} ${s.red("blocked")}: seq ${String(doc["seq"])} keeps failing and has no dead-letter subject; its key waits (${String(doc["error"])})`;
+    case "attempts_unrecorded":
+      return `${head} ${s.yellow("attempt not counted")} for seq ${String(doc["seq"])} in the attempts bucket (counted from its delivery count alone: a rebalance may allow extra attempts): ${String(doc["error"])}`;
     case "drain_timeout":
       return `${head} ${s.yellow("drain timeout")}: ${String(doc["running"])} handler(s) still running after ${formatDuration(Number(doc["waited_ms"]))}; their signal is aborted, still waiting for them`;
     case "watch_error":

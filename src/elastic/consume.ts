@@ -14,12 +14,14 @@ import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
 import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
+import type { MemberSettings } from "../nats/member-types.js";
 import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
 import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 import { AutoJoinedMember } from "./auto-member.js";
 import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
+import { AttemptLedger } from "./attempt-ledger.js";
 import { openLeaseBucket } from "./lease-store.js";
 import { answerPresence } from "./presence.js";
 import { connectionOf } from "../nats/client-seam.js";
@@ -293,8 +295,8 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
     throw new ConsumerGroupError("INVALID_NAME", "invalid member name: a member name is required (or pass autoJoin, which names the member after HOSTNAME)");
   }
   const withMember = options && typeof options === "object" && options.member === undefined && autoOption ? { ...options, member: defaultMemberName() } : options;
-  const settings = checkConsumeOptions(js, withMember as ConsumeOptions, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
-  const auto = resolveAutoJoin(autoOption, settings.ackWaitMs);
+  const checked = checkConsumeOptions(js, withMember as ConsumeOptions, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
+  const auto = resolveAutoJoin(autoOption, checked.ackWaitMs);
   const template = options.consumerConfig ?? {};
   if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
     throw new ConsumerGroupError(
@@ -305,6 +307,7 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   const { stream, group, member } = withMember as ConsumeOptions;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "elastic consumer groups (priority groups with pinned_client)");
+  const settings = countingAttempts(checked, new AttemptLedger(js, jsm, stream, group));
   // An auto instance (a pod starting) waits through a cluster electing a leader; a hand-run member fails at once.
   const patiently = auto ? retryTransient : <T>(action: () => Promise<T>): Promise<T> => action();
   await patiently(() => streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`));
@@ -331,6 +334,16 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   }
   membership.attach(controller);
   return answeringPresence(js, new AutoJoinedMember(controller, membership, settings.drainTimeoutMs), settings.dispatch.mode);
+}
+
+/**
+ * Counts the attempts of a retry policy in the attempts bucket: a rebalance recreates the
+ * consumer (its delivery counts start over) and gives back what waits for a retry.
+ */
+function countingAttempts(settings: MemberSettings, ledger: AttemptLedger): MemberSettings {
+  const retry = settings.dispatch.retry;
+  if (!retry) return settings;
+  return { ...settings, dispatch: { ...settings.dispatch, retry: { ...retry, attempts: ledger } } };
 }
 
 /** Answers presence requests (see presence.ts) while the instance runs. */

@@ -44,7 +44,7 @@ const ERROR_TEXT_MAX = 1024;
  * The headers of `msg`'s dead letter.
  *
  * @param key - its key ("" when unknown)
- * @param attempts - handler attempts made here (the server's earlier deliveries are added)
+ * @param attempts - its failed attempts in all (the server's earlier deliveries, and those counted across rebalances, included)
  * @param error - the last failure
  */
 export function deadLetterHeaders(msg: ConsumerGroupMessage, key: string, attempts: number, error: unknown): MsgHdrs {
@@ -56,7 +56,7 @@ export function deadLetterHeaders(msg: ConsumerGroupMessage, key: string, attemp
   h.set(DeadLetterHeaders.OriginSequence, source?.[1] ?? String(msg.seq));
   h.set(DeadLetterHeaders.Partition, String(msg.partition));
   h.set(DeadLetterHeaders.Key, key);
-  h.set(DeadLetterHeaders.DeliveryCount, String(msg.info.deliveryCount - 1 + attempts));
+  h.set(DeadLetterHeaders.DeliveryCount, String(attempts));
   h.set(DeadLetterHeaders.Subject, msg.subject);
   h.set(DeadLetterHeaders.Error, (error instanceof Error ? error.message : String(error)).replace(/[\r\n]+/g, " ").slice(0, ERROR_TEXT_MAX));
   return h;

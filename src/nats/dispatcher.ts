@@ -29,6 +29,25 @@ export interface RetryPolicy {
   backoffMs(attempt: number): number;
   /** Where a message goes after `maxDeliver` failed attempts; absent: its lane blocks. */
   deadLetter?: DeadLetter;
+  /**
+   * Counts failed attempts where every owner of a message sees them (elastic groups:
+   * a rebalance recreates the consumer, and its delivery count starts over). Absent:
+   * the server's delivery count and this instance's attempts are the count.
+   */
+  attempts?: AttemptCounter;
+}
+
+/** A shared count of each message's failed attempts (see `RetryPolicy.attempts`). */
+export interface AttemptCounter {
+  /**
+   * Counts one more failed attempt of `msg`.
+   *
+   * @param localRuns - the attempts known here (the consumer's earlier deliveries plus this instance's attempts, this one included)
+   * @returns its failed attempts in all, at least `localRuns`
+   */
+  failed(msg: ConsumerGroupMessage, localRuns: number): Promise<number>;
+  /** `msg` was acked or terminated: its count, if one was kept, is deleted (a promise when there was one to delete). */
+  settled(seq: number): Promise<void> | undefined;
 }
 
 /** The dispatch settings of an instance. */
@@ -60,6 +79,8 @@ export interface DispatchEvents {
   onDeadLettered(msg: ConsumerGroupMessage, error: unknown, subject: string): void;
   /** A lane waits for a message that failed `maxDeliver` times and has nowhere to go. */
   onBlocked(lane: string, msg: ConsumerGroupMessage, error: unknown): void;
+  /** The shared attempt count could not be read or written: the attempts known here were used. */
+  onAttemptsUnrecorded?(msg: ConsumerGroupMessage, error: unknown): void;
   /** A handler succeeded and its ack was sent (confirmed, while draining). */
   onHandled?(msg: ConsumerGroupMessage, durationMs: number): void;
   /** A message was delivered to this instance. */
@@ -408,8 +429,10 @@ export class Dispatcher {
     if (lane.head !== msg) return;
     if (msg.keyError !== undefined) this.unkeyedDone(msg);
     const settlement = msg.settlement;
-    if (settlement === "ack" || settlement === "term") this.settled.remember(msg.seq, settlement);
-    else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
+    if (settlement === "ack" || settlement === "term") {
+      this.settled.remember(msg.seq, settlement);
+      this.policy.retry?.attempts?.settled(msg.seq)?.catch((error: unknown) => this.events.onAttemptsUnrecorded?.(msg, error));
+    } else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
     clearTimeout(msg.retryTimer);
     msg.retryTimer = undefined;
     lane.head = undefined;
@@ -502,41 +525,63 @@ export class Dispatcher {
     this.events.onHandlerError(error, msg, attempt);
     if (msg.settlement !== undefined) return this.complete(lane, msg); // the handler settled it before throwing
     const retry = this.policy.retry;
-    if (!retry || this.stopping || this.yielding) {
+    if (!retry) {
       msg.nak(this.stopping || this.yielding ? undefined : this.policy.nakDelayMs?.(msg.info.deliveryCount));
       return this.complete(lane, msg);
     }
-    msg.lastError = error;
     // Runs in all, the server's earlier deliveries included (give-backs and failovers count, as
     // they do for the consumer's max_deliver): a poison message is dead-lettered before the server
     // could stop delivering it, whichever instances tried it.
-    const runs = msg.info.deliveryCount - 1 + attempt;
-    if (runs >= retry.maxDeliver) {
-      if (retry.deadLetter) {
-        const target = retry.deadLetter;
-        // The publish holds the lane, not a handler slot.
-        void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), attempt, error).then(
-          () => {
-            this.events.onDeadLettered(msg, error, target.subject);
-            this.complete(lane, msg);
-          },
-          (dlqError: unknown) => {
-            this.events.onHandlerError(dlqError, msg, attempt);
-            this.backOff(lane, msg, retry.backoffMs(attempt));
-          },
-        );
-        return;
-      }
-      if (!msg.reportedBlocked) {
-        msg.reportedBlocked = true;
-        this.events.onBlocked(lane.key.slice(1), msg, error);
-        // A key function that keeps failing for a message means it has no key to order by: it
-        // stays blocked in the lane of such messages (with those behind it), and its partition's
-        // keyed messages go on.
-        if (msg.keyError !== undefined) for (const held of [msg, ...lane.queue]) this.unkeyedDone(held);
-      }
+    const localRuns = msg.info.deliveryCount - 1 + attempt;
+    const counter = retry.attempts;
+    if (!counter) return this.afterFailure(lane, msg, error, retry, localRuns);
+    // The count is shared (a rebalance starts the server's over): the head holds its lane, not a
+    // handler slot, meanwhile, and a drain waits for it like for a running handler.
+    void counter.failed(msg, localRuns).then(
+      (runs) => this.afterFailure(lane, msg, error, retry, runs),
+      (countError: unknown) => {
+        this.events.onAttemptsUnrecorded?.(msg, countError);
+        this.afterFailure(lane, msg, error, retry, localRuns);
+      },
+    );
+  }
+
+  /**
+   * A failed attempt was counted (`runs` in all): dead-letter it, retry it later, or,
+   * while draining, give it back. A message whose attempts are used up is dead-lettered
+   * even while draining: given back, its next owner would run it once more.
+   */
+  private afterFailure(lane: Lane, msg: LaneMessage, error: unknown, retry: RetryPolicy, runs: number): void {
+    const exhausted = runs >= retry.maxDeliver;
+    if (exhausted && retry.deadLetter && !this.yielding) {
+      const target = retry.deadLetter;
+      // The publish holds the lane, not a handler slot.
+      void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), runs, error).then(
+        () => {
+          this.events.onDeadLettered(msg, error, target.subject);
+          this.complete(lane, msg);
+        },
+        (dlqError: unknown) => {
+          this.events.onHandlerError(dlqError, msg, msg.attempts);
+          this.backOff(lane, msg, retry.backoffMs(msg.attempts));
+        },
+      );
+      return;
     }
-    this.backOff(lane, msg, retry.backoffMs(attempt));
+    if (this.stopping || this.yielding) {
+      msg.nak();
+      return this.complete(lane, msg);
+    }
+    msg.lastError = error;
+    if (exhausted && !msg.reportedBlocked) {
+      msg.reportedBlocked = true;
+      this.events.onBlocked(lane.key.slice(1), msg, error);
+      // A key function that keeps failing for a message means it has no key to order by: it
+      // stays blocked in the lane of such messages (with those behind it), and its partition's
+      // keyed messages go on.
+      if (msg.keyError !== undefined) for (const held of [msg, ...lane.queue]) this.unkeyedDone(held);
+    }
+    this.backOff(lane, msg, retry.backoffMs(msg.attempts));
   }
 
   /** Whether a lane's head waits for its next attempt: backing off, or due and queued for a handler slot. */

@@ -491,6 +491,10 @@ export class MemberController<C> implements ConsumerGroupMember {
         this.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error });
       },
       onBlocked: (lane, msg, error) => this.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
+      onAttemptsUnrecorded: (msg, error) => {
+        this.publish({ type: "attempts_unrecorded", subject: msg.subject, partition: msg.partition, seq: msg.seq, error });
+        void this.callback("onError", error);
+      },
       // Without metrics no handler run is timed at all.
       ...(this.metrics === NOOP_METRICS ? {} : { onHandled: (msg: ConsumerGroupMessage, ms: number) => this.metrics.handled(msg.partition, ms) }),
       onReceived: (msg) => {

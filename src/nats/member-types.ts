@@ -109,6 +109,23 @@ export type MemberStatus =
       /** What went wrong. */
       error: unknown;
     }
+  /**
+   * Elastic groups: the attempts bucket (which counts a message's failed attempts across
+   * rebalances) could not be read or written; this attempt was counted from the server's
+   * delivery count alone. A missing permission (code `PERMISSION_DENIED`) names the subject.
+   */
+  | {
+      /** The kind of event. */
+      type: "attempts_unrecorded";
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message in the work-queue stream. */
+      seq: number;
+      /** What went wrong. */
+      error: unknown;
+    }
   /** The member's consumer disappeared under a running instance; it is being recreated. */
   | {
       /** The kind of event. */

@@ -65,11 +65,25 @@ export function memberPermissions(scope: GroupScope & { member: string }, inboxP
       `$JS.ACK.${c}.>`,
       // elastic: the skip check reads the lowest stored message of each of its filters
       ...(kind === "elastic" ? [`$JS.API.STREAM.MSG.GET.${consumerStream}`] : []),
+      // elastic with retries: failed attempts are counted in the attempts bucket (created on the first failure)
+      ...(kind === "elastic" ? attemptsBucketMember(stream, group) : []),
     ],
     // elastic: answering a repartition's presence request (serial consumers look like Go's)
     subscribe: [`${inboxPrefix}.>`, ...(kind === "elastic" ? [`$PCG.presence.${stream}.${group}`] : [])],
     ...(kind === "elastic" ? { allowResponses: true } : {}),
   };
+}
+
+/** The attempts bucket's subjects of an elastic member: bind (or create) it, and read and write its group's records. */
+function attemptsBucketMember(stream: string, group: string): string[] {
+  const bucket = "elastic-consumer-group-attempts";
+  return [
+    `$JS.API.STREAM.INFO.KV_${bucket}`,
+    `$JS.API.STREAM.CREATE.KV_${bucket}`,
+    `$KV.${bucket}.${stream}.${group}.>`,
+    `$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.${stream}.${group}.>`,
+    `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+  ];
 }
 
 /**

@@ -67,6 +67,8 @@ const ELASTIC_INBOX = "_INBOX_em1";
 /** The elastic group whose member may not read the work queue's messages. */
 const NODIRECT_GROUP = "audit";
 
+/** The elastic group whose member may not use the attempts bucket. */
+const NOATTEMPTS_GROUP = "billing";
 /** Users of the MAIN account: root (everything), then members restricted to the documented list, some with one subject removed. */
 const MAIN_USERS: Record<string, Permissions | undefined> = {
   root: undefined,
@@ -78,6 +80,7 @@ const MAIN_USERS: Record<string, Permissions | undefined> = {
   noack: withoutPermission(staticPerms("m4"), (s) => s.startsWith("$JS.ACK.")),
   noinbox: { ...staticPerms("m1"), subscribe: ["not.an.inbox"] },
   nowatch: withoutPermission(staticPerms("m1"), (s) => s.startsWith(`$JS.API.CONSUMER.CREATE.KV_`)),
+  noattempts: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NOATTEMPTS_GROUP, member: "m1" }), (s) => s.includes("elastic-consumer-group-attempts")),
   nodirect: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NODIRECT_GROUP, member: "m1" }), (s) => s === `$JS.API.STREAM.MSG.GET.${E}-${NODIRECT_GROUP}`),
 };
 /** Users of the ADM account (no bucket yet): root, and admins restricted to the documented admin list. */
@@ -185,6 +188,7 @@ describe("security - least privilege", () => {
     await m1.stop();
     assert.equal(await unpinned.reason, "admin", "stop() unpinned the member's consumer");
     assert.deepEqual(consumerErrors(status.events), []);
+    assert.deepEqual(status.events.filter((e) => e.type === "attempts_unrecorded"), [], "the attempt was counted");
     assert.deepEqual(seen.list, [], "no permission violation on the member's connection");
     seen.stop();
   });
@@ -193,11 +197,30 @@ describe("security - least privilege", () => {
     const member = await as("emember", { inboxPrefix: ELASTIC_INBOX });
     const seen = violations(member.nc);
     const handled: string[] = [];
-    const m1 = await elasticConsume(member.js, { stream: E, group: EG, member: "m1", consumerConfig: { ack_wait: ACK_WAIT }, handler: (m) => void handled.push(m.subject) });
+    let failedOnce = false;
+    const m1 = await elasticConsume(member.js, {
+      stream: E,
+      group: EG,
+      member: "m1",
+      consumerConfig: { ack_wait: ACK_WAIT },
+      // One failure: its attempt is counted in the attempts bucket (created here), then deleted.
+      retry: { maxDeliver: 3, backoffMs: 50 },
+      handler: (m) => {
+        if (m.subject === `${E}.k3` && !failedOnce) {
+          failedOnce = true;
+          throw new Error("fails once");
+        }
+        handled.push(m.subject);
+      },
+    });
     running.push(m1);
     const status = recordStatus(m1);
     for (let i = 0; i < 8; i++) await root.js.publish(`${E}.k${i}`, String(i));
     await waitFor(() => handled.length >= 8, 60_000, "m1 (every partition) to handle 8 messages");
+    const failure = status.events.find((e) => e.type === "handler_error");
+    assert.ok(failure?.type === "handler_error", "k3 failed once");
+    const attempts = await new Kvm(root.js).open("elastic-consumer-group-attempts");
+    await waitFor(async () => (await attempts.get(`${E}.${EG}.${failure.seq}`))?.operation === "DEL", 10_000, "the failed message's attempt record deleted once it succeeded");
     // A membership change: m1 gives up partitions, deletes and recreates its consumer.
     await addMembers(root.js, E, EG, ["m2"]);
     await status.next("partitions_changed", 30_000);
@@ -232,6 +255,35 @@ describe("security - least privilege", () => {
     const errors = consumerErrors(status.events);
     assert.equal(errors.length, 1, `one report (${errors.join(" | ")})`);
     assert.match(errors[0] ?? "", /^PERMISSION_DENIED: the work queue's messages cannot be read .*\$JS\.API\.STREAM\.MSG\.GET/);
+    await m1.stop();
+  });
+
+  test("security - an elastic member without the attempts bucket retries and dead-letters by the delivery count, and names the subject to grant", { timeout: TIMEOUT }, async () => {
+    await createElastic(root.js, { stream: E, group: NOATTEMPTS_GROUP, maxMembers: 2, partitioningFilters: [{ filter: `${E}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(root.js, E, NOATTEMPTS_GROUP, ["m1"]);
+    const member = await as("noattempts");
+    const handled: string[] = [];
+    const attempts: string[] = [];
+    const m1 = await elasticConsume(member.js, {
+      stream: E,
+      group: NOATTEMPTS_GROUP,
+      member: "m1",
+      consumerConfig: { ack_wait: ACK_WAIT },
+      retry: { maxDeliver: 2, backoffMs: 50 },
+      handler: (m) => {
+        if (m.subject === `${E}.n1` && attempts.push(m.subject) <= 1) throw new Error("fails once");
+        handled.push(m.subject);
+      },
+    });
+    running.push(m1);
+    const status = recordStatus(m1);
+    for (let i = 0; i < 4; i++) await root.js.publish(`${E}.n${i}`, String(i));
+    // (The group's work queue sources the stream from its start: the earlier tests' messages come first.)
+    await waitFor(() => [0, 1, 2, 3].every((i) => handled.includes(`${E}.n${i}`)), 60_000, "m1 to handle its 4 messages (one after a retry)");
+    const unrecorded = status.events.flatMap((e) => (e.type === "attempts_unrecorded" ? [e.error] : []));
+    assert.equal(unrecorded.length, 1, "one report for the one failed attempt");
+    assertTypedError(unrecorded[0], "PERMISSION_DENIED", /\$JS\.API\.STREAM\.INFO\.KV_elastic-consumer-group-attempts/, /attempts bucket/, /docs\/permissions\.md/);
+    assert.equal(attempts.length, 2, "retried once, in place");
     await m1.stop();
   });
 

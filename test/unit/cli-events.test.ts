@@ -29,6 +29,7 @@ const examples: { [K in MemberStatus["type"]]: Extract<MemberStatus, { type: K }
   drain_timeout: { type: "drain_timeout", running: 2, waitedMs: 5000 },
   watch_error: { type: "watch_error", error: err, retryInMs: 250 },
   watch_restarted: { type: "watch_restarted", revision: 12, attempts: 3 },
+  attempts_unrecorded: { type: "attempts_unrecorded", subject: "orders.k", partition: 1, seq: 9, error: new Error("permission denied") },
   ack_failed: { type: "ack_failed", subject: "orders.k", partition: 1, seq: 9, error: new Error("no responders") },
   events_dropped: { type: "events_dropped", count: 42 },
   stopped: { type: "stopped", error: err },

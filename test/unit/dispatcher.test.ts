@@ -10,8 +10,8 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
-import { DeadLetterHeaders } from "../../src/nats/dead-letter.js";
-import { Dispatcher, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
+import { DeadLetterHeaders, type DeadLetter } from "../../src/nats/dead-letter.js";
+import { Dispatcher, type AttemptCounter, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../../src/nats/message.js";
 import { WriteBatch } from "../../src/nats/write-batch.js";
 import { waitFor } from "../helpers/nats.js";
@@ -946,5 +946,136 @@ describe("dispatcher - scheduling (no server)", () => {
     await sleep(10);
     assert.deepEqual(gate.started, [1], "nothing else started");
     assert.equal(d.size, 0);
+  });
+});
+
+/** A shared attempt count held in memory, as the attempts bucket holds it. */
+class MemoryCounter implements AttemptCounter {
+  readonly counts = new Map<number, number>();
+  readonly deleted: number[] = [];
+  fail: Error | undefined = undefined;
+  failed(msg: ConsumerGroupMessage, localRuns: number): Promise<number> {
+    if (this.fail !== undefined) return Promise.reject(this.fail);
+    const runs = Math.max(localRuns, (this.counts.get(msg.seq) ?? 0) + 1);
+    this.counts.set(msg.seq, runs);
+    return Promise.resolve(runs);
+  }
+  settled(seq: number): Promise<void> | undefined {
+    if (!this.counts.delete(seq)) return undefined;
+    this.deleted.push(seq);
+    return Promise.resolve();
+  }
+}
+
+describe("dispatcher - attempts counted across consumers (no server)", () => {
+  const deadLetter = (ids: string[], counts: string[]): DeadLetter => ({
+    subject: "dlq",
+    idPrefix: "pcg-dead-letter:ORDERS:g",
+    publish: (_s, _p, h, id) => {
+      ids.push(id);
+      counts.push(h.get(DeadLetterHeaders.DeliveryCount));
+      return Promise.resolve();
+    },
+  });
+
+  test("dispatcher - attempts made under an earlier consumer count: a message that failed twice elsewhere is dead-lettered on its first failure here (maxDeliver 3), with its count in the header", async () => {
+    const counter = new MemoryCounter();
+    counter.counts.set(5, 2); // two attempts failed under consumers a rebalance replaced
+    const ids: string[] = [];
+    const counts: string[] = [];
+    const { events, log } = recorder();
+    const d = new Dispatcher(
+      () => {
+        throw new Error("poison");
+      },
+      policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: counter, deadLetter: deadLetter(ids, counts) } }),
+      events,
+    );
+    const m = delivery(5, "a"); // delivery count 1: a new consumer
+    d.push(m.js);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+    assert.deepEqual(log.errors, [{ seq: 5, attempt: 1 }], "one attempt here");
+    assert.deepEqual(counts, ["3"], "the dead letter counts all three");
+    assert.deepEqual(counter.deleted, [5], "the count is deleted once the message is terminated");
+  });
+
+  test("dispatcher - an attempt that fails during a drain is counted: the next owner sees it, and the last allowed one is dead-lettered instead of given back", async () => {
+    const counter = new MemoryCounter();
+    const ids: string[] = [];
+    const counts: string[] = [];
+    const gate = new Gate();
+    let fail = (): void => undefined;
+    const handler = async (msg: ConsumerGroupMessage): Promise<void> => {
+      await new Promise<void>((_, reject) => {
+        fail = () => reject(new Error("poison"));
+        gate.started.push(msg.seq);
+      });
+    };
+    const retry: RetryPolicy = { maxDeliver: 2, backoffMs: () => 1, attempts: counter, deadLetter: deadLetter(ids, counts) };
+    // First owner: the attempt fails while it drains, and goes back.
+    const first = recorder();
+    const a = new Dispatcher(handler, policy({ retry }), first.events);
+    const m1 = delivery(9, "a");
+    a.push(m1.js);
+    await waitFor(() => gate.started.length === 1, 1000, "the first attempt");
+    const drainA = a.drain(5000);
+    fail();
+    assert.equal(await drainA, true);
+    assert.deepEqual(m1.calls, ["nak"], "given back: one of two attempts left");
+    assert.equal(counter.counts.get(9), 1, "counted although it failed during the drain");
+    // Second owner (a new consumer: delivery count 1): its attempt is the last, failing during its drain too.
+    const second = recorder();
+    const b = new Dispatcher(handler, policy({ retry }), second.events);
+    const m2 = delivery(9, "a");
+    b.push(m2.js);
+    await waitFor(() => gate.started.length === 2, 1000, "the second attempt");
+    const drainB = b.drain(5000);
+    fail();
+    assert.equal(await drainB, true);
+    assert.deepEqual(second.log.deadLettered, [{ seq: 9, subject: "dlq" }], "dead-lettered, not given back for a third attempt");
+    assert.deepEqual(m2.calls, ["term(dead-lettered to dlq)"]);
+    assert.deepEqual(counts, ["2"]);
+  });
+
+  test("dispatcher - when the shared count cannot be written, the attempts known here count and it is reported", async () => {
+    const counter = new MemoryCounter();
+    counter.fail = new Error("permission denied");
+    const unrecorded: number[] = [];
+    const { events, log } = recorder();
+    const d = new Dispatcher(
+      () => {
+        throw new Error("poison");
+      },
+      policy({ retry: { maxDeliver: 2, backoffMs: () => 1, attempts: counter, deadLetter: deadLetter([], []) } }),
+      { ...events, onAttemptsUnrecorded: (msg) => void unrecorded.push(msg.seq) },
+    );
+    d.push(delivery(3, "a").js);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter after two local attempts");
+    assert.deepEqual(unrecorded, [3, 3]);
+    assert.deepEqual(log.errors, [
+      { seq: 3, attempt: 1 },
+      { seq: 3, attempt: 2 },
+    ]);
+  });
+
+  test("dispatcher - a message that succeeds after failing deletes its count; one that never failed asks nothing", async () => {
+    const counter = new MemoryCounter();
+    let failedOnce = false;
+    const { events, log } = recorder();
+    const d = new Dispatcher(
+      (msg) => {
+        if (msg.seq === 1 && !failedOnce) {
+          failedOnce = true;
+          throw new Error("once");
+        }
+      },
+      policy({ retry: { maxDeliver: 5, backoffMs: () => 1, attempts: counter } }),
+      events,
+    );
+    d.push(delivery(1, "a").js);
+    d.push(delivery(2, "b").js);
+    await waitFor(() => log.handled.length === 2, 1000, "both handled");
+    assert.deepEqual(counter.deleted, [1]);
+    assert.equal(counter.counts.size, 0);
   });
 });
