@@ -37,28 +37,52 @@ export function presenceAnswerOf(data: string): PresenceAnswer | undefined {
   }
 }
 
+/** One subscription per connection and group, answering for every instance registered on it. */
+interface SharedAnswerer {
+  sub: Subscription | undefined;
+  /** One answer per running instance (instances of one member answer each). */
+  answers: Set<{ text: string }>;
+}
+
+/** The answerers of each connection, by presence subject. */
+const answerers = new WeakMap<NatsConnection, Map<string, SharedAnswerer>>();
+
 /**
- * Answers presence requests for one instance until `stop()`. A subscription the
- * server refuses (no permission) ends quietly: the instance is then not counted as
- * this library's, which only makes a repartition ask for `force`.
+ * Answers presence requests for one instance until `stop()`. The instances of a group
+ * on one connection share one subscription (a fleet on one connection adds one, not one
+ * per instance), which sends one answer per instance. A subscription the server refuses
+ * (no permission) ends quietly: the instance is then not counted as this library's,
+ * which only makes a repartition ask for `force`.
  */
 export function answerPresence(nc: NatsConnection, stream: string, group: string, member: string, mode: string): { stop(): void } {
-  const answer = JSON.stringify({ library: "nats-pcgroups", member, mode } satisfies PresenceAnswer);
-  let sub: Subscription | undefined;
-  try {
-    sub = nc.subscribe(presenceSubject(stream, group), {
-      callback: (err: Error | null, msg: Msg) => {
-        if (err || !msg.reply) return;
-        msg.respond(answer);
-      },
-    });
-  } catch {
-    // A closed connection: the instance is stopping anyway.
+  const entry = { text: JSON.stringify({ library: "nats-pcgroups", member, mode } satisfies PresenceAnswer) };
+  const subject = presenceSubject(stream, group);
+  let bySubject = answerers.get(nc);
+  if (!bySubject) answerers.set(nc, (bySubject = new Map<string, SharedAnswerer>()));
+  let shared = bySubject.get(subject);
+  if (!shared) {
+    const answers = new Set<{ text: string }>();
+    shared = { sub: undefined, answers };
+    try {
+      shared.sub = nc.subscribe(subject, {
+        callback: (err: Error | null, msg: Msg) => {
+          if (err || !msg.reply) return;
+          for (const answer of answers) msg.respond(answer.text);
+        },
+      });
+    } catch {
+      // A closed connection: the instance is stopping anyway.
+    }
+    bySubject.set(subject, shared);
   }
+  shared.answers.add(entry);
+  const owner = shared;
   return {
     stop: () => {
+      if (!owner.answers.delete(entry) || owner.answers.size > 0) return;
+      if (bySubject.get(subject) === owner) bySubject.delete(subject);
       try {
-        sub?.unsubscribe();
+        owner.sub?.unsubscribe();
       } catch {
         // already closed with its connection
       }
@@ -73,14 +97,17 @@ export const PRESENCE_WAIT_MS = 1000;
  * The members of a group with a running instance of this library that answered
  * within `waitMs`. No answer at all (no responders, no permission to ask) is an
  * empty set: nothing is shown.
+ *
+ * @param enough - when it says the members that answered so far are enough, the wait ends early
  */
-export async function askPresence(nc: NatsConnection, stream: string, group: string, waitMs = PRESENCE_WAIT_MS): Promise<Set<string>> {
+export async function askPresence(nc: NatsConnection, stream: string, group: string, waitMs = PRESENCE_WAIT_MS, enough?: (members: Set<string>) => boolean): Promise<Set<string>> {
   const members = new Set<string>();
   try {
     const replies = await nc.requestMany(presenceSubject(stream, group), "", { strategy: "timer", maxWait: waitMs });
     for await (const reply of replies) {
       const answer = presenceAnswerOf(reply.string());
       if (answer) members.add(answer.member);
+      if (enough?.(members)) break;
     }
   } catch {
     // No responders, or a request this user may not send: nobody answered.

@@ -49,7 +49,7 @@ import { connectionOf } from "../nats/client-seam.js";
 import { layoutOf, readLayout, type StreamLayout } from "./layout.js";
 import { readLock, releaseLock, takeLock } from "./repartition-lock.js";
 import { registeredAutoMembers } from "./lease-store.js";
-import { askPresence, presenceSubject } from "./presence.js";
+import { PRESENCE_WAIT_MS, askPresence, presenceSubject } from "./presence.js";
 
 /** Where a repartition is, as reported to `onProgress`. */
 export interface RepartitionProgress {
@@ -210,7 +210,7 @@ export function isRetryableRepartitionError(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < 6 && current !== undefined && current !== null; depth++) {
     const message = (current as { message?: unknown }).message;
-    if (typeof message === "string" && /no such file or directory|error creating store|meta\.(inf|sum)\.tmp/i.test(message)) return true;
+    if (typeof message === "string" && /no such file or directory|error creating store|meta\.(inf|sum)\.tmp|connection disconnected/i.test(message)) return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;
@@ -392,9 +392,11 @@ async function workQueueInfo(jsm: JetStreamManager, wq: string): Promise<StreamI
  */
 async function findUnverifiedMembers(js: JetStreamClient, jsm: JetStreamManager, stream: string, group: string, config: ElasticConsumerGroupConfig): Promise<string[]> {
   const wq = workQueueStreamName(stream, group);
-  const [consumers, auto, answered] = await Promise.all([listConsumers(jsm, wq), registeredAutoMembers(js, jsm, stream, group), askPresence(connectionOf(js), stream, group)]);
-  const vouched = (member: string): boolean => auto.has(member) || answered.has(member);
-  const unmarked = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined && !vouched(c.name)).map((c) => c.name);
+  const [consumers, auto] = await Promise.all([listConsumers(jsm, wq), registeredAutoMembers(js, jsm, stream, group)]);
+  // Consumers that look like Go's: only a presence answer vouches for them (asked only when there are any, and over once all answered).
+  const lookLikeGo = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined && !auto.has(c.name)).map((c) => c.name);
+  const answered = lookLikeGo.length === 0 ? new Set<string>() : await askPresence(connectionOf(js), stream, group, PRESENCE_WAIT_MS, (seen) => lookLikeGo.every((m) => seen.has(m)));
+  const unmarked = lookLikeGo.filter((name) => !answered.has(name));
   const running = new Set(consumers.map((c) => c.name));
   const absent = [...partitionAssignment(config)].filter(([member, partitions]) => partitions.length > 0 && !running.has(member) && !auto.has(member)).map(([member]) => member);
   return [...new Set([...unmarked, ...absent])].sort();

@@ -548,12 +548,14 @@ export class Dispatcher {
 
   /**
    * A failed attempt was counted (`runs` in all): dead-letter it, retry it later, or,
-   * while draining, give it back. A message whose attempts are used up is dead-lettered
-   * even while draining: given back, its next owner would run it once more.
+   * while draining or after losing the pin, give it back. A message whose attempts are
+   * used up is dead-lettered even then: given back, its next owner (or the newly pinned
+   * instance) would run it once more. It is still this instance's on the server until
+   * settled (it keeps getting working()), so nobody else runs it meanwhile.
    */
   private afterFailure(lane: Lane, msg: LaneMessage, error: unknown, retry: RetryPolicy, runs: number): void {
     const exhausted = runs >= retry.maxDeliver;
-    if (exhausted && retry.deadLetter && !this.yielding) {
+    if (exhausted && retry.deadLetter) {
       const target = retry.deadLetter;
       // The publish holds the lane, not a handler slot.
       void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), runs, error).then(
@@ -573,7 +575,12 @@ export class Dispatcher {
       return this.complete(lane, msg);
     }
     msg.lastError = error;
-    if (exhausted && !msg.reportedBlocked) {
+    if (exhausted && msg.reportedBlocked) {
+      // Blocked: still retried in place (a fix downstream unblocks the key), but less and less often.
+      msg.blockedRetries += 1;
+      return this.backOff(lane, msg, blockedRetryDelayMs(retry.backoffMs(msg.attempts), msg.blockedRetries));
+    }
+    if (exhausted) {
       msg.reportedBlocked = true;
       this.events.onBlocked(lane.key.slice(1), msg, error);
       // A key function that keeps failing for a message means it has no key to order by: it
@@ -672,6 +679,22 @@ export class Dispatcher {
     this.sweeper.stop();
     return finished;
   }
+}
+
+/** The longest wait between the attempts of a blocked message (unless its configured backoff is longer). */
+export const BLOCKED_RETRY_CAP_MS = 30_000;
+
+/**
+ * The wait before the next attempt of a blocked message (failed `maxDeliver` times, no
+ * dead-letter subject): its backoff doubled for each attempt since it blocked, up to
+ * {@link BLOCKED_RETRY_CAP_MS} (or its backoff, when that is longer).
+ *
+ * @param backoffMs - its configured backoff for the attempt just made
+ * @param blockedRetries - attempts failed since it blocked, from 1
+ */
+export function blockedRetryDelayMs(backoffMs: number, blockedRetries: number): number {
+  const cap = Math.max(backoffMs, BLOCKED_RETRY_CAP_MS);
+  return Math.min(cap, Math.max(1, backoffMs) * 2 ** Math.min(blockedRetries, 30));
 }
 
 function keyFailure(msg: ConsumerGroupMessage, error: unknown): ConsumerGroupError {

@@ -28,6 +28,8 @@ export class LaneMessage extends ConsumerGroupMessage {
   lastError: unknown = undefined;
   /** Whether its lane was reported blocked. */
   reportedBlocked = false;
+  /** Attempts failed since it blocked (each waits twice as long as the one before). */
+  blockedRetries = 0;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery

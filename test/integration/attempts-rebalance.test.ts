@@ -7,7 +7,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Kvm } from "@nats-io/kv";
-import { addMembers, ATTEMPTS_BUCKET, deleteElastic, deleteMembers, elasticConsume, type ConsumerGroupMember, type MemberStatus } from "../../src/index.js";
+import { addMembers, ATTEMPTS_BUCKET, deleteElastic, deleteMembers, elasticConsume, workQueueStreamName, type ConsumerGroupMember, type MemberStatus } from "../../src/index.js";
 import { startEnv, uniqueName, type TestEnv } from "../helpers/nats.js";
 import { createLoadGroup, nanos } from "../helpers/load-scenario.js";
 import { sleep } from "../helpers/load-harness.js";
@@ -91,5 +91,51 @@ describe("attempts across rebalances (issue 25 item 2)", () => {
     for await (const key of await kv.keys(`${r.stream}.g.>`)) left.push(key);
     assert.deepEqual(left, [], "the dead-lettered message's attempt record is deleted");
     await deleteElastic(env.js, r.stream, "g");
+  });
+
+  test("attempts - a step-down (admin unpin) during the last allowed attempt: the attempt is dead-lettered by the instance that ran it, not given back for a 4th on the standby (review finding)", async () => {
+    const stream = uniqueName("atu");
+    const dlq = uniqueName("DLQ");
+    await env.jsm.streams.add({ name: dlq, subjects: [`${dlq}.letters`], storage: "memory" });
+    const subjectOf = await createLoadGroup(env, "elastic", stream, "g", 2, ["m1"]);
+    const wq = workQueueStreamName(stream, "g");
+    const starts: { instance: string; deliveryCount: number }[] = [];
+    const instances: ConsumerGroupMember[] = [];
+    try {
+      for (const instance of ["A", "B"]) {
+        const client = await env.connect();
+        instances.push(
+          await elasticConsume(client.js, {
+            stream,
+            group: "g",
+            member: "m1",
+            concurrency: "key",
+            retry: { maxDeliver: 3, backoffMs: 300 },
+            deadLetterSubject: `${dlq}.letters`,
+            consumerConfig: { ack_wait: nanos(4000) },
+            drainTimeoutMs: 4000,
+            handler: async (msg) => {
+              if (msg.json<{ key: string }>().key !== "poison") return;
+              starts.push({ instance, deliveryCount: msg.info.deliveryCount });
+              if (starts.length === 3) {
+                // The pin moves to the standby while the last attempt runs; later messages make the server pin it.
+                await env.jsm.consumers.unpin(wq, "m1", "PCG");
+                for (let i = 0; i < 5; i++) await env.js.publish(subjectOf(`after${i}`), JSON.stringify({ key: `after${i}` }));
+                await sleep(1500);
+              } else await sleep(100);
+              throw new Error("poison");
+            },
+          }),
+        );
+      }
+      await env.js.publish(subjectOf("poison"), JSON.stringify({ key: "poison" }));
+      const deadline = performance.now() + 20_000;
+      while (performance.now() < deadline && (await env.jsm.streams.info(dlq)).state.messages === 0) await sleep(200);
+      await sleep(2000); // a 4th attempt would come within its backoff
+      assert.equal((await env.jsm.streams.info(dlq)).state.messages, 1, "dead-lettered once");
+      assert.equal(starts.length, 3, `exactly 3 attempts: ${JSON.stringify(starts)}`);
+    } finally {
+      await Promise.allSettled(instances.map((m) => m.stop()));
+    }
   });
 });

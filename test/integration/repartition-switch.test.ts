@@ -15,6 +15,29 @@ import { sleep } from "../helpers/load-harness.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { createKeyedElasticGroup, findOrderBreaks, recordingMember, type HandlerSpan } from "../helpers/repartition-run.js";
 
+/**
+ * Keyed messages over 20 keys (`{ key, seq }`, seq counting per key), and whether every
+ * one published so far was handled.
+ *
+ * @param pauseMs - the wait after each publish
+ */
+function keyedTraffic(env: TestEnv, stream: string, spans: HandlerSpan[], pauseMs: number): { published: Map<string, number>; publish: (count: number) => Promise<void>; handledAll: () => boolean } {
+  const published = new Map<string, number>();
+  return {
+    published,
+    publish: async (count) => {
+      for (let i = 0; i < count; i++) {
+        const key = `k${i % 20}`;
+        const seq = (published.get(key) ?? 0) + 1;
+        published.set(key, seq);
+        await env.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
+        if (pauseMs > 0) await sleep(pauseMs);
+      }
+    },
+    handledAll: () => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size === [...published.values()].reduce((a, b) => a + b, 0),
+  };
+}
+
 const CRASH_CHILD = fileURLToPath(new URL("../helpers/repartition-crash-child.js", import.meta.url));
 
 describe("repartition - interrupted and joined switches (issue 18, second review)", () => {
@@ -210,22 +233,14 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       const wq = workQueueStreamName(stream, "g");
       const spans: HandlerSpan[] = [];
       members.push(await recordingMember(own.js, stream, "m1", spans), await recordingMember(own.js, stream, "m2", spans));
-      const published = new Map<string, number>();
-      const publish = async (count: number): Promise<void> => {
-        for (let i = 0; i < count; i++) {
-          const key = `k${i % 20}`;
-          const seq = (published.get(key) ?? 0) + 1;
-          published.set(key, seq);
-          await own.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
-          await sleep(2);
-        }
-      };
-      const handledAll = (): boolean => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size === [...published.values()].reduce((a, b) => a + b, 0);
+      const { published, publish, handledAll } = keyedTraffic(own, stream, spans, 2);
       await publish(100);
       // A consumer that is no member's holds the repartition in "moving" (it waits for every consumer to follow).
       await own.jsm.consumers.add(wq, { durable_name: "hold", ack_policy: "explicit", filter_subject: "hold.>" });
       const stop = new AbortController();
       const running = repartition(own.js, stream, "g", 8, { pollMs: 50, signal: stop.signal, force: true }).catch((err: unknown) => err);
+      // Published once the cut is made (the "hold" consumer looks like Go's: the repartition waits its full presence ask first), so the source stores past the switch's start position.
+      await waitFor(async () => (await own.jsm.streams.info(wq)).config.metadata?.["pcg_repartition"] !== undefined, 20_000, "the cut made");
       await publish(200);
       await waitFor(async () => {
         const info = await own.jsm.streams.info(wq);
@@ -263,16 +278,7 @@ describe("repartition - interrupted and joined switches (issue 18, second review
       const wq = workQueueStreamName(stream, "g");
       const spans: HandlerSpan[] = [];
       members.push(await recordingMember(own.js, stream, "m1", spans), await recordingMember(own.js, stream, "m2", spans));
-      const published = new Map<string, number>();
-      const publish = async (count: number): Promise<void> => {
-        for (let i = 0; i < count; i++) {
-          const key = `k${i % 20}`;
-          const seq = (published.get(key) ?? 0) + 1;
-          published.set(key, seq);
-          await own.js.publish(`${stream}.${key}`, JSON.stringify({ key, seq }));
-        }
-      };
-      const handledAll = (): boolean => new Set(spans.map((x) => `${x.key}/${x.seq}`)).size === [...published.values()].reduce((a, b) => a + b, 0);
+      const { published, publish, handledAll } = keyedTraffic(own, stream, spans, 0);
       await publish(100);
       // A consumer that is no member's (marked as this library's) holds the repartition in "moving" while the server goes away.
       await own.jsm.consumers.add(wq, { durable_name: "hold", ack_policy: "explicit", filter_subject: "hold.>", metadata: { pcg_concurrency: "key" } });

@@ -6,6 +6,7 @@
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { askPresence } from "../../src/elastic/presence.js";
 import { ELASTIC_BUCKET, addMembers, createElastic, deleteMembers, elasticConsume, type ConsumerGroupMember } from "../../src/index.js";
 import { startEnv, uniqueName, waitFor, type Client, type TestEnv } from "../helpers/nats.js";
 
@@ -55,6 +56,8 @@ test("shared config watch - sixteen members on one connection open one KV watche
     const subscriptions = await serverSubscriptions(name);
     // Each instance's consume has its subscription; the watches add one, not sixteen.
     assert.ok(subscriptions <= MEMBERS + 4, `the connection has ${subscriptions} subscriptions (at most ${MEMBERS + 4} expected)`);
+    // Their presence answers share one subscription too, and every instance answers.
+    assert.deepEqual([...(await askPresence(env.nc, stream, "g"))].sort(), members, "all sixteen answer presence");
 
     // A change reaches all sixteen: half leave, the other half get 4 partitions each.
     await deleteMembers(env.js, stream, "g", members.slice(MEMBERS / 2));

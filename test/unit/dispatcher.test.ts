@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers as createHeaders, type MsgHdrs } from "@nats-io/transport-node";
 import { DeadLetterHeaders, type DeadLetter } from "../../src/nats/dead-letter.js";
-import { Dispatcher, type AttemptCounter, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
+import { BLOCKED_RETRY_CAP_MS, blockedRetryDelayMs, Dispatcher, type AttemptCounter, type DispatchEvents, type DispatchPolicy, type RetryPolicy } from "../../src/nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../../src/nats/message.js";
 import { WriteBatch } from "../../src/nats/write-batch.js";
 import { waitFor } from "../helpers/nats.js";
@@ -1077,5 +1077,39 @@ describe("dispatcher - attempts counted across consumers (no server)", () => {
     await waitFor(() => log.handled.length === 2, 1000, "both handled");
     assert.deepEqual(counter.deleted, [1]);
     assert.equal(counter.counts.size, 0);
+  });
+});
+
+describe("dispatcher - a blocked message is retried less and less often (no server, mock timers)", () => {
+  test("dispatcher - blockedRetryDelayMs doubles the backoff per attempt since blocking, up to 30 s (or the backoff, when longer)", () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8, 40].map((n) => blockedRetryDelayMs(200, n)),
+      [400, 800, 1600, 3200, 6400, 12800, 25600, 30000, 30000],
+    );
+    assert.equal(blockedRetryDelayMs(60_000, 3), 60_000, "a backoff above the cap is kept");
+    assert.equal(blockedRetryDelayMs(0, 1), 2, "a zero backoff still waits");
+    assert.equal(BLOCKED_RETRY_CAP_MS, 30_000);
+  });
+
+  test("dispatcher - a key blocked with a 200 ms backoff runs 10 times in its first minute, not 300 (issue 25 item 3)", (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    const { events, log } = recorder();
+    const at: number[] = [];
+    let clock = 0;
+    const d = new Dispatcher(
+      () => {
+        at.push(clock);
+        throw new Error("always");
+      },
+      policy({ mode: "key", retry: { maxDeliver: 2, backoffMs: () => 200 } }),
+      events,
+    );
+    d.push(delivery(1, "stuck").js);
+    while (clock < 60_000) {
+      clock += 100;
+      t.mock.timers.tick(100);
+    }
+    assert.deepEqual(log.blocked, [{ lane: "stuck", seq: 1 }]);
+    assert.deepEqual(at, [0, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200], "2 attempts, then the backoff, then doubling waits");
   });
 });

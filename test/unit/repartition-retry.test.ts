@@ -4,6 +4,7 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { errors } from "@nats-io/nats-core";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 import { isRetryableRepartitionError, retryDelayMs, REPARTITION_ATTEMPTS } from "../../src/elastic/repartition.js";
 import { presenceAnswerOf, presenceSubject } from "../../src/elastic/presence.js";
@@ -14,6 +15,11 @@ describe("repartition retries", () => {
     assert.equal(isRetryableRepartitionError(race), true);
     assert.equal(isRetryableRepartitionError(new ConsumerGroupError("SERVER_ERROR", "error pausing the members", { cause: race })), true);
     assert.equal(isRetryableRepartitionError(new Error("error creating store for consumer: meta.sum.tmp")), true);
+  });
+
+  test("a request cut by the connection dropping (a server restart; nats.js reconnects) is retried (review finding: a kill -9 400-800 ms into the call)", () => {
+    assert.equal(isRetryableRepartitionError(new errors.RequestError("connection disconnected")), true);
+    assert.equal(isRetryableRepartitionError(new ConsumerGroupError("SERVER_ERROR", "error reading the config", { cause: new errors.RequestError("connection disconnected") })), true);
   });
 
   test("timeouts, no responders and leader elections are retried", () => {
