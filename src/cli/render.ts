@@ -181,6 +181,10 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "dead_lettered", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, dead_letter_subject: status.deadLetterSubject };
     case "blocked":
       return { event: "blocked", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq, lane: status.lane };
+    case "unblocked":
+      return { event: "unblocked", ...base, subject: status.subject, partition: status.partition, seq: status.seq, lane: status.lane, outcome: status.outcome };
+    case "parking_full":
+      return { event: "parking_full", ...base, messages: status.messages, bytes: status.bytes };
     case "attempts_unrecorded":
       return { event: "attempts_unrecorded", ...base, error: errorText(status.error), subject: status.subject, partition: status.partition, seq: status.seq };
     case "ack_failed":
@@ -273,6 +277,10 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} ${s.yellow("dead-lettered")} seq ${String(doc["seq"])} to ${String(doc["dead_letter_subject"])}: ${String(doc["error"])}`;
     case "blocked":
       return `${head} ${s.red("blocked")}: seq ${String(doc["seq"])} keeps failing and has no dead-letter subject; its key waits (${String(doc["error"])})`;
+    case "unblocked":
+      return `${head} ${s.green("unblocked")}: seq ${String(doc["seq"])} ${doc["outcome"] === "handled" ? "was handled" : doc["outcome"] === "dead_lettered" ? "was dead-lettered" : "was given back with its partition"}; its key goes on`;
+    case "parking_full":
+      return `${head} ${s.yellow("parking full")}: ${String(doc["messages"])} messages (${String(doc["bytes"])} bytes) wait behind blocked keys; later ones take buffer slots, and other keys may stall (release the blocked keys: cg elastic park ls)`;
     case "attempts_unrecorded":
       return `${head} ${s.yellow("attempt not counted")} for seq ${String(doc["seq"])} in the attempts bucket (counted from its delivery count alone: a rebalance may allow extra attempts): ${String(doc["error"])}`;
     case "drain_timeout":

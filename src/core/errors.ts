@@ -62,7 +62,9 @@ export type ErrorCode =
   | "ASSIGNMENT_CONFLICT"
   | "AUTO_POLICY_CONFLICT"
   | "MEMBER_NOT_AUTO"
-  | "LEASE_LOST";
+  | "LEASE_LOST"
+  // parked keys
+  | "NOT_PARKED";
 
 /** Options accepted by {@link ConsumerGroupError}. */
 export interface ConsumerGroupErrorOptions {

@@ -4,7 +4,8 @@
  */
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
 import type { MemberController } from "../nats/member-controller.js";
-import type { ConsumerGroupMember, MemberStatus } from "../nats/member-types.js";
+import type { ParkedKey } from "../nats/dispatcher.js";
+import type { ConsumerGroupMember, MemberStatus, ReleaseOptions, ReleaseOutcome } from "../nats/member-types.js";
 import type { AutoMembership } from "./auto-join.js";
 
 /** How often a leaving instance looks whether it has handed its partitions over. */
@@ -48,6 +49,16 @@ export class AutoJoinedMember implements ConsumerGroupMember {
   /** The partitions the member owns under the current config. */
   partitions(): number[] {
     return this.inner.partitions();
+  }
+
+  /** The keys blocked here (see {@link ConsumerGroupMember.parkedKeys}). */
+  parkedKeys(): ParkedKey[] {
+    return this.inner.parkedKeys();
+  }
+
+  /** Releases a blocked message (see {@link ConsumerGroupMember.releaseParkedKey}). */
+  releaseParkedKey(seq: number, options?: ReleaseOptions): Promise<ReleaseOutcome> {
+    return this.inner.releaseParkedKey(seq, options);
   }
 
   /** Events from now on, until the instance stops (auto-join adds `membership_written`, `lease_lost`, `lease_restored`). */

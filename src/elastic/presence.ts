@@ -8,8 +8,16 @@
  * The answer needs the member's user to subscribe to that subject and to reply
  * (`allow_responses`); without them nothing breaks: the member just stays
  * unverified and a repartition asks for `force`.
+ *
+ * The same subject carries the parked-key requests (see `parking.ts`): a request with
+ * a JSON body asks each instance for its blocked keys, or asks the one that holds a
+ * blocked message to release it. Anyone allowed to publish there may release keys:
+ * give that to operators only.
  */
 import type { Msg, NatsConnection, Subscription } from "@nats-io/nats-core";
+import { ConsumerGroupError } from "../core/errors.js";
+import type { ParkedKey } from "../nats/dispatcher.js";
+import type { ReleaseOptions, ReleaseOutcome } from "../nats/member-types.js";
 
 /** The subject a group's running instances answer on. */
 export function presenceSubject(stream: string, group: string): string {
@@ -26,6 +34,49 @@ export interface PresenceAnswer {
   mode: string;
 }
 
+/** A request on the presence subject: an empty body asks who runs; JSON bodies ask about parked keys. */
+export type PresenceRequest =
+  | { kind: "presence" }
+  | { kind: "park_list" }
+  | { kind: "park_release"; seq: number; deadLetterSubject?: string };
+
+/** The body of a parked-key request. */
+export function presenceRequestBody(request: Exclude<PresenceRequest, { kind: "presence" }>): string {
+  if (request.kind === "park_list") return JSON.stringify({ pcg: "park_list" });
+  return JSON.stringify({ pcg: "park_release", seq: request.seq, ...(request.deadLetterSubject !== undefined ? { dead_letter_subject: request.deadLetterSubject } : {}) });
+}
+
+/** Reads a request body; anything that is not a parked-key request asks for presence. */
+export function presenceRequestOf(body: string): PresenceRequest {
+  if (body === "") return { kind: "presence" };
+  try {
+    const value = JSON.parse(body) as { pcg?: unknown; seq?: unknown; dead_letter_subject?: unknown } | null;
+    if (value?.pcg === "park_list") return { kind: "park_list" };
+    if (value?.pcg === "park_release" && typeof value.seq === "number") {
+      return { kind: "park_release", seq: value.seq, ...(typeof value.dead_letter_subject === "string" ? { deadLetterSubject: value.dead_letter_subject } : {}) };
+    }
+  } catch {
+    // not JSON: a presence request
+  }
+  return { kind: "presence" };
+}
+
+/** What an instance lets the presence subject do with its parked keys. */
+export interface ParkingControl {
+  parkedKeys(): ParkedKey[];
+  releaseParkedKey(seq: number, options?: ReleaseOptions): Promise<ReleaseOutcome>;
+}
+
+/** An instance's answer to a parked-key request, beyond its presence. */
+export interface ParkingAnswer extends PresenceAnswer {
+  /** To a list request: its blocked keys. */
+  parked?: ParkedKey[];
+  /** To a release request: what it did. */
+  released?: ReleaseOutcome;
+  /** To a release request that failed: why. */
+  error?: { code: string; message: string };
+}
+
 /** Decodes an answer; undefined for anything that is not one. */
 export function presenceAnswerOf(data: string): PresenceAnswer | undefined {
   try {
@@ -37,11 +88,34 @@ export function presenceAnswerOf(data: string): PresenceAnswer | undefined {
   }
 }
 
+/** One running instance's answers. */
+interface Answerer {
+  /** Its presence answer. */
+  presence: PresenceAnswer;
+  control: ParkingControl | undefined;
+}
+
 /** One subscription per connection and group, answering for every instance registered on it. */
 interface SharedAnswerer {
   sub: Subscription | undefined;
-  /** One answer per running instance (instances of one member answer each). */
-  answers: Set<{ text: string }>;
+  /** One per running instance (instances of one member answer each). */
+  answers: Set<Answerer>;
+}
+
+/** An instance's answer to `request` (a promise for a release), or undefined when it has none. */
+function answerOf(entry: Answerer, request: PresenceRequest): string | Promise<string> | undefined {
+  if (request.kind === "presence") return JSON.stringify(entry.presence);
+  const control = entry.control;
+  if (!control) return undefined;
+  if (request.kind === "park_list") return JSON.stringify({ ...entry.presence, parked: control.parkedKeys() } satisfies ParkingAnswer);
+  const options = request.deadLetterSubject !== undefined ? { deadLetterSubject: request.deadLetterSubject } : {};
+  return control.releaseParkedKey(request.seq, options).then(
+    (released) => JSON.stringify({ ...entry.presence, released } satisfies ParkingAnswer),
+    (err: unknown) => {
+      const code = err instanceof ConsumerGroupError ? err.code : "SERVER_ERROR";
+      return JSON.stringify({ ...entry.presence, error: { code, message: err instanceof Error ? err.message : String(err) } } satisfies ParkingAnswer);
+    },
+  );
 }
 
 /** The answerers of each connection, by presence subject. */
@@ -54,20 +128,32 @@ const answerers = new WeakMap<NatsConnection, Map<string, SharedAnswerer>>();
  * (no permission) ends quietly: the instance is then not counted as this library's,
  * which only makes a repartition ask for `force`.
  */
-export function answerPresence(nc: NatsConnection, stream: string, group: string, member: string, mode: string): { stop(): void } {
-  const entry = { text: JSON.stringify({ library: "nats-pcgroups", member, mode } satisfies PresenceAnswer) };
+export function answerPresence(nc: NatsConnection, stream: string, group: string, member: string, mode: string, control?: ParkingControl): { stop(): void } {
+  const entry: Answerer = { presence: { library: "nats-pcgroups", member, mode }, control };
   const subject = presenceSubject(stream, group);
   let bySubject = answerers.get(nc);
   if (!bySubject) answerers.set(nc, (bySubject = new Map<string, SharedAnswerer>()));
   let shared = bySubject.get(subject);
   if (!shared) {
-    const answers = new Set<{ text: string }>();
+    const answers = new Set<Answerer>();
     shared = { sub: undefined, answers };
     try {
       shared.sub = nc.subscribe(subject, {
         callback: (err: Error | null, msg: Msg) => {
           if (err || !msg.reply) return;
-          for (const answer of answers) msg.respond(answer.text);
+          const request = presenceRequestOf(msg.string());
+          for (const answerer of answers) {
+            const answer = answerOf(answerer, request);
+            if (typeof answer === "string") msg.respond(answer);
+            else
+              void answer?.then((text) => {
+                try {
+                  msg.respond(text);
+                } catch {
+                  // the connection closed meanwhile: the requester hears nothing from this instance
+                }
+              });
+          }
         },
       });
     } catch {

@@ -10,6 +10,7 @@ import { effectiveAckWaitMs } from "../core/timing.js";
 import type { MessageHandler } from "./pinned-consumer.js";
 import type { MemberLifecycle, MemberSettings } from "./member-types.js";
 import type { ConcurrencyMode, DispatchPolicy, RetryPolicy } from "./dispatcher.js";
+import type { DeadLetter } from "./dead-letter.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { wrapServerError } from "./server-errors.js";
 import { MODE_KEY } from "./consumer-mode.js";
@@ -65,7 +66,7 @@ export interface ConsumeOptions extends MemberLifecycle {
    * The most messages this instance holds at once (buffered plus in flight), in every
    * mode and whatever the consumer's `max_ack_pending` (even -1): pulls wait while it is
    * reached. In `partition` and `key` modes the consumer's `max_ack_pending` is also set
-   * to it. Default max(256, 4 × maxInFlight).
+   * to it (plus `maxParked` when keys can block). Default max(256, 4 × maxInFlight).
    */
   maxBuffered?: number;
   /**
@@ -84,6 +85,17 @@ export interface ConsumeOptions extends MemberLifecycle {
    * (`bench/ab.ts`, 100,000 messages of 128 B, `serial` and `key`).
    */
   maxBufferedBytes?: number;
+  /**
+   * In `partition` and `key` modes with `retry` and no `deadLetterSubject`: the most
+   * messages parked behind blocked keys (a key whose message failed `maxDeliver` times
+   * and has nowhere to go). Parked messages hold no buffer slot, so the other keys keep
+   * flowing; they are held here, delivered and unacked, so the consumer's
+   * `max_ack_pending` is `maxBuffered` plus this. Their payload bytes are bounded by
+   * `maxBufferedBytes` too (on top of the buffer's). Past either bound, later messages of
+   * blocked keys take buffer slots again (a `parking_full` status event says so).
+   * `0`: no parking. Default 4 × maxBuffered.
+   */
+  maxParked?: number;
   /**
    * Failure policy. In `partition` and `key` modes (or when given), a handler that
    * throws is retried in place with backoff, holding its key or partition and nothing
@@ -119,7 +131,8 @@ export interface ConsumeOptions extends MemberLifecycle {
 export function modeConsumerSettings(options: ConsumeOptions, settings: MemberSettings): Partial<ConsumerConfig> {
   if (settings.dispatch.mode === "serial") return {};
   return {
-    max_ack_pending: maxBufferedOf(options, settings.dispatch.maxInFlight),
+    // What the buffer holds, plus what may be parked behind blocked keys (held, delivered and unacked).
+    max_ack_pending: maxBufferedOf(options, settings.dispatch.maxInFlight) + (settings.dispatch.parking?.maxMessages ?? 0),
     // Instances of one member share a consumer: the mode is recorded so a mismatch is reported clearly.
     metadata: { ...(options.consumerConfig?.metadata ?? {}), [MODE_KEY]: settings.dispatch.mode },
   };
@@ -195,6 +208,12 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     Object.assign(lifecycle, { [name]: fn });
   }
   const nakSteps = delaySteps(options.nakBackoffMs, "nakBackoffMs", [100, 500, 1000, 2000, 5000]);
+  const maxParked = options.maxParked ?? 4 * maxBuffered;
+  if (!Number.isSafeInteger(maxParked) || maxParked < 0) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxParked must be a whole number of messages >= 0 (0: no parking), got ${JSON.stringify(options.maxParked)}`);
+  }
+  // Only a key that can block parks: with a dead-letter subject its message goes there instead.
+  const parks = concurrency !== "serial" && retry !== undefined && retry.deadLetter === undefined && maxParked > 0;
   const dispatch: DispatchPolicy = {
     mode: concurrency,
     maxInFlight,
@@ -202,6 +221,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     workingIntervalMs: ackWaitMs / 2,
     nakDelayMs: (deliveryCount) => nakSteps[Math.min(Math.max(deliveryCount, 1) - 1, nakSteps.length - 1)] ?? 0,
     ...(retry ? { retry } : {}),
+    ...(parks ? { parking: { maxMessages: maxParked, maxBytes: maxBufferedBytes } } : {}),
   };
   const pullBatch = options.pullBatch ?? (concurrency === "serial" ? 200 : Math.min(maxBuffered, 256));
   if (!Number.isSafeInteger(pullBatch) || pullBatch < 1) {
@@ -217,6 +237,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     localBufferCap: Math.max(maxBuffered, maxInFlight),
     maxBufferedBytes,
     dispatch,
+    deadLetterTo: (subject) => deadLetterTarget(js, options.stream, options.group, subject),
     lifecycle,
     ...(options.meterProvider ? { meterProvider: options.meterProvider } : {}),
   };
@@ -240,27 +261,40 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
   }
   const steps = delaySteps(given?.backoffMs, "retry.backoffMs", [100, 500, 1000, 2000, 5000]);
   const subject = options.deadLetterSubject;
-  if (subject !== undefined && (typeof subject !== "string" || subject === "" || /[\s*>]/.test(subject))) {
+  if (subject !== undefined && !isLiteralSubject(subject)) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
   }
   return {
     maxDeliver,
     backoffMs: (attempt) => steps[Math.min(attempt - 1, steps.length - 1)] ?? 0,
-    ...(subject
-      ? {
-          deadLetter: {
-            subject,
-            idPrefix: `pcg-dead-letter:${options.stream}:${options.group}`,
-            async publish(to, payload, headers, msgId) {
-              try {
-                await js.publish(to, payload, { headers, msgID: msgId });
-              } catch (err) {
-                throw wrapServerError(err, `publishing a dead letter to "${to}"`, "a stream must store the dead-letter subject");
-              }
-            },
-          },
-        }
-      : {}),
+    ...(subject ? { deadLetter: deadLetterTarget(js, options.stream, options.group, subject) } : {}),
+  };
+}
+
+/** Whether `subject` can be a dead-letter subject: literal, no spaces. */
+function isLiteralSubject(subject: unknown): subject is string {
+  return typeof subject === "string" && subject !== "" && !/[\s*>]/.test(subject);
+}
+
+/**
+ * Where a group's dead letters go when published to `subject`.
+ *
+ * @throws ConsumerGroupError `INVALID_ARGUMENT` when `subject` is not a literal subject
+ */
+export function deadLetterTarget(js: JetStreamClient, stream: string, group: string, subject: string): DeadLetter {
+  if (!isLiteralSubject(subject)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `a dead-letter subject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
+  }
+  return {
+    subject,
+    idPrefix: `pcg-dead-letter:${stream}:${group}`,
+    async publish(to, payload, headers, msgId) {
+      try {
+        await js.publish(to, payload, { headers, msgID: msgId });
+      } catch (err) {
+        throw wrapServerError(err, `publishing a dead letter to "${to}"`, "a stream must store the dead-letter subject");
+      }
+    },
   };
 }
 

@@ -8,6 +8,12 @@
  *
  * A message that failed and waits for its next attempt (backoff, or a blocked key)
  * holds its lane but no handler slot: other keys keep flowing.
+ *
+ * A lane whose head is blocked (failed `maxDeliver` times, nowhere to dead-letter it)
+ * is parked: the messages behind it are held without a buffer slot (up to
+ * `DispatchPolicy.parking`), so a blocked key with a long backlog does not fill the
+ * buffer and stop the other keys. {@link Dispatcher.parkedKeys} lists the parked keys
+ * and {@link Dispatcher.release} tries one again at once or dead-letters its head.
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
@@ -69,7 +75,51 @@ export interface DispatchPolicy {
    * again shortly. Auto-join fences an instance whose lease may have run out with it.
    */
   mayStart?(): boolean;
+  /**
+   * How much the lanes of blocked heads may hold without a buffer slot (`partition` and
+   * `key` modes). Absent: they keep their slots, and a blocked key with more messages
+   * behind it than the buffer holds stops the instance.
+   */
+  parking?: ParkingLimits;
 }
+
+/** What parked lanes may hold in all, beyond the buffer. */
+export interface ParkingLimits {
+  /** Messages. */
+  maxMessages: number;
+  /** Bytes of their payloads. */
+  maxBytes: number;
+}
+
+/** A blocked lane: its head failed `maxDeliver` times and has nowhere to go; the messages behind it wait. */
+export interface ParkedKey {
+  /** The key (`key` mode), the partition number (`partition` mode), or "" (serial mode, or a message whose key function failed). */
+  key: string;
+  /** The partition of the blocked message. */
+  partition: number;
+  /** The blocked message's stream sequence (in the stream the member consumes: the work queue, in elastic groups). */
+  seq: number;
+  /** Its subject. */
+  subject: string;
+  /** Its failed attempts so far. */
+  attempts: number;
+  /** Messages of the key behind it, held here. */
+  parkedMessages: number;
+  /** When it blocked, ISO-8601. */
+  since: string;
+  /** Its last error. */
+  error: string;
+}
+
+/** What a release does to a blocked message. */
+export type ReleaseAction =
+  /** Its next attempt runs now (its downstream was fixed, say); if it fails, it blocks again. */
+  | { kind: "retry" }
+  /** It is published to `target` and terminated; the key goes on. */
+  | { kind: "dead_letter"; target: DeadLetter };
+
+/** How a blocked lane ended. */
+export type UnblockOutcome = "handled" | "dead_lettered" | "given_back";
 
 /** What the dispatcher reports. */
 export interface DispatchEvents {
@@ -79,6 +129,10 @@ export interface DispatchEvents {
   onDeadLettered(msg: ConsumerGroupMessage, error: unknown, subject: string): void;
   /** A lane waits for a message that failed `maxDeliver` times and has nowhere to go. */
   onBlocked(lane: string, msg: ConsumerGroupMessage, error: unknown): void;
+  /** A blocked lane's head was handled, dead-lettered or given back: its key goes on (or moved). */
+  onUnblocked?(lane: string, msg: ConsumerGroupMessage, outcome: UnblockOutcome): void;
+  /** Parked lanes hold `DispatchPolicy.parking`'s limit: later messages of blocked keys take buffer slots again. Reported once until they fall below it. */
+  onParkingFull?(messages: number, bytes: number): void;
   /** The shared attempt count could not be read or written: the attempts known here were used. */
   onAttemptsUnrecorded?(msg: ConsumerGroupMessage, error: unknown): void;
   /** A handler succeeded and its ack was sent (confirmed, while draining). */
@@ -132,8 +186,12 @@ export class Dispatcher {
   private executing = 0;
   /** Lanes working on a message (running, or waiting for a retry). */
   private heads = 0;
-  /** Messages in the lanes' queues. */
+  /** Messages in the lanes' queues, parked ones aside. */
   private queuedCount = 0;
+  /** Messages parked behind blocked heads, and their bytes. */
+  private parkedCount = 0;
+  private parkedByteCount = 0;
+  private parkingFullReported = false;
   private stopping = false;
   /** Aborts the handlers' `msg.signal` at the drain timeout, or when the pin is lost (a new one serves later messages). */
   private handlerAbort = new AbortController();
@@ -171,9 +229,19 @@ export class Dispatcher {
     });
   }
 
-  /** Messages held here: buffered plus in progress. */
+  /** Messages held here that take a buffer slot: buffered plus in progress, parked ones aside. */
   get size(): number {
     return this.queuedCount + this.heads;
+  }
+
+  /** Messages held here in all: {@link size} plus the parked ones (all delivered and unacked). */
+  get held(): number {
+    return this.queuedCount + this.heads + this.parkedCount;
+  }
+
+  /** Messages parked behind blocked heads. */
+  get parked(): number {
+    return this.parkedCount;
   }
 
   /** Messages whose handler is running. */
@@ -212,7 +280,7 @@ export class Dispatcher {
     // A redelivery of what is in progress: the copy in progress settles it (unless that copy was nak'ed: then this is its retry).
     if (lane.head?.seq === msg.seq && lane.head.settlement !== "nak") return;
     if (!enqueueInStreamOrder(lane, msg)) return; // it was queued already: the fresher delivery took its place
-    this.queuedCount += 1;
+    if (!(lane.head?.reportedBlocked === true && this.park(lane, msg))) this.queuedCount += 1;
     this.schedule(lane);
     this.pump();
   }
@@ -291,14 +359,20 @@ export class Dispatcher {
         back.push(head);
         lane.head = undefined;
         this.heads -= 1;
+        if (head.reportedBlocked) this.events.onUnblocked?.(this.publicKey(lane.key), head, "given_back");
       }
       back.push(...lane.queue.splice(0));
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
       lane.ready = false;
+      lane.parked = 0;
+      lane.parkedBytes = 0;
       this.forgetIfIdle(lane);
     }
     this.queuedCount = 0;
+    this.parkedCount = 0;
+    this.parkedByteCount = 0;
+    this.parkingFullReported = false;
     this.ready.length = 0;
     this.retries.length = 0;
     this.unkeyed.clear();
@@ -428,6 +502,7 @@ export class Dispatcher {
   private complete(lane: Lane, msg: LaneMessage): void {
     if (lane.head !== msg) return;
     if (msg.keyError !== undefined) this.unkeyedDone(msg);
+    if (msg.reportedBlocked) this.unblocked(lane, msg);
     const settlement = msg.settlement;
     if (settlement === "ack" || settlement === "term") {
       this.settled.remember(msg.seq, settlement);
@@ -554,27 +629,21 @@ export class Dispatcher {
    * settled (it keeps getting working()), so nobody else runs it meanwhile.
    */
   private afterFailure(lane: Lane, msg: LaneMessage, error: unknown, retry: RetryPolicy, runs: number): void {
-    const exhausted = runs >= retry.maxDeliver;
-    if (exhausted && retry.deadLetter) {
-      const target = retry.deadLetter;
-      // The publish holds the lane, not a handler slot.
-      void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), runs, error).then(
-        () => {
-          this.events.onDeadLettered(msg, error, target.subject);
-          this.complete(lane, msg);
-        },
-        (dlqError: unknown) => {
-          this.events.onHandlerError(dlqError, msg, msg.attempts);
-          this.backOff(lane, msg, retry.backoffMs(msg.attempts));
-        },
-      );
+    msg.runs = runs;
+    msg.lastError = error;
+    const releasedTo = msg.releaseTo;
+    msg.releaseTo = undefined;
+    const exhausted = runs >= retry.maxDeliver || releasedTo !== undefined;
+    if (exhausted && (releasedTo ?? retry.deadLetter)) {
+      const target = releasedTo ?? retry.deadLetter;
+      if (!target) return;
+      this.deadLetter(lane, msg, error, target, runs, () => undefined, () => this.backOff(lane, msg, retry.backoffMs(msg.attempts)));
       return;
     }
     if (this.stopping || this.yielding) {
       msg.nak();
       return this.complete(lane, msg);
     }
-    msg.lastError = error;
     if (exhausted && msg.reportedBlocked) {
       // Blocked: still retried in place (a fix downstream unblocks the key), but less and less often.
       msg.blockedRetries += 1;
@@ -582,13 +651,141 @@ export class Dispatcher {
     }
     if (exhausted) {
       msg.reportedBlocked = true;
-      this.events.onBlocked(lane.key.slice(1), msg, error);
+      msg.blockedSince = Date.now();
+      this.events.onBlocked(this.publicKey(lane.key), msg, error);
       // A key function that keeps failing for a message means it has no key to order by: it
       // stays blocked in the lane of such messages (with those behind it), and its partition's
       // keyed messages go on.
       if (msg.keyError !== undefined) for (const held of [msg, ...lane.queue]) this.unkeyedDone(held);
+      this.parkQueue(lane);
     }
     this.backOff(lane, msg, retry.backoffMs(msg.attempts));
+  }
+
+  /** Publishes the lane's head to `target` and terminates it; then `stored`, or `failed` when the publish fails. */
+  private deadLetter(lane: Lane, msg: LaneMessage, error: unknown, target: DeadLetter, runs: number, stored: () => void, failed: (publishError: unknown) => void): void {
+    // The publish holds the lane, not a handler slot.
+    void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), runs, error).then(
+      () => {
+        this.events.onDeadLettered(msg, error, target.subject);
+        this.complete(lane, msg);
+        stored();
+      },
+      (dlqError: unknown) => {
+        this.events.onHandlerError(dlqError, msg, msg.attempts);
+        failed(dlqError);
+      },
+    );
+  }
+
+  /** The lane's public name: its key, partition or "" (see {@link ParkedKey.key}). */
+  private publicKey(laneKey: string): string {
+    return laneKey.slice(1);
+  }
+
+  /** Counts `msg` (just queued behind a blocked head) as parked, if the parking limits allow: true when it was. */
+  private park(lane: Lane, msg: LaneMessage): boolean {
+    const limits = this.policy.parking;
+    if (!limits || this.policy.mode === "serial") return false;
+    const bytes = msg.data.length;
+    if (this.parkedCount + 1 > limits.maxMessages || this.parkedByteCount + bytes > limits.maxBytes) {
+      if (!this.parkingFullReported) {
+        this.parkingFullReported = true;
+        this.events.onParkingFull?.(this.parkedCount, this.parkedByteCount);
+      }
+      return false;
+    }
+    lane.parked += 1;
+    lane.parkedBytes += bytes;
+    this.parkedCount += 1;
+    this.parkedByteCount += bytes;
+    return true;
+  }
+
+  /** The lane's head just blocked: what waits behind it is parked (no longer holds buffer slots). */
+  private parkQueue(lane: Lane): void {
+    const before = lane.parked;
+    for (const queued of lane.queue.slice(lane.parked)) {
+      if (!this.park(lane, queued)) break;
+    }
+    this.queuedCount -= lane.parked - before;
+    if (lane.parked > before) this.hooks.onRoom?.();
+  }
+
+  /** A blocked head is done with: the messages parked behind it take buffer slots again, in order. */
+  private unblocked(lane: Lane, msg: LaneMessage): void {
+    this.queuedCount += lane.parked;
+    this.parkedCount -= lane.parked;
+    this.parkedByteCount -= lane.parkedBytes;
+    lane.parked = 0;
+    lane.parkedBytes = 0;
+    const limits = this.policy.parking;
+    if (limits && this.parkedCount < limits.maxMessages && this.parkedByteCount < limits.maxBytes) this.parkingFullReported = false;
+    const settlement = msg.settlement;
+    this.events.onUnblocked?.(this.publicKey(lane.key), msg, settlement === "ack" ? "handled" : settlement === "term" ? "dead_lettered" : "given_back");
+  }
+
+  /** The blocked lanes, in no particular order. */
+  parkedKeys(): ParkedKey[] {
+    const keys: ParkedKey[] = [];
+    for (const lane of this.lanes.values()) {
+      const head = lane.head;
+      if (!head?.reportedBlocked) continue;
+      keys.push({
+        key: this.publicKey(lane.key),
+        partition: head.partition,
+        seq: head.seq,
+        subject: head.subject,
+        attempts: head.runs,
+        parkedMessages: lane.queue.length,
+        since: new Date(head.blockedSince).toISOString(),
+        error: head.lastError instanceof Error ? head.lastError.message : String(head.lastError),
+      });
+    }
+    return keys;
+  }
+
+  /**
+   * Releases the blocked message with stream sequence `seq`: tries it again now, or
+   * dead-letters it. An attempt that runs now finishes first (dead-letter: if it fails,
+   * it goes to the target instead of blocking again).
+   *
+   * @returns false when no blocked lane's head has that sequence; true once the retry
+   *   was started, or the dead letter stored (or, for an attempt running now, noted)
+   * @throws the dead-letter publish's error (the message stays blocked)
+   */
+  async release(seq: number, action: ReleaseAction): Promise<boolean> {
+    if (this.stopping || this.yielding) return false;
+    for (const lane of this.lanes.values()) {
+      const head = lane.head;
+      if (head?.seq !== seq || !head.reportedBlocked) continue;
+      const waiting = this.waitingForRetry(lane, head);
+      if (action.kind === "dead_letter" && !waiting) {
+        head.releaseTo = action.target; // its attempt runs (or is being counted): its outcome decides
+        return true;
+      }
+      if (!waiting) return true; // it is being tried right now
+      clearTimeout(head.retryTimer);
+      head.retryTimer = undefined;
+      const due = this.retries.indexOf(lane);
+      if (due !== -1) this.retries.splice(due, 1);
+      if (action.kind === "retry") {
+        head.blockedRetries = 0;
+        this.retries.push(lane);
+        this.pump();
+        return true;
+      }
+      const error = head.lastError ?? new Error("released to a dead-letter subject");
+      await new Promise<void>((resolve, reject) => {
+        // Meanwhile it counts as in progress: a drain waits for the publish, a give-back leaves it.
+        this.deadLetter(lane, head, error, action.target, head.runs, resolve, (publishError) => {
+          this.backOff(lane, head, BLOCKED_RETRY_CAP_MS);
+          reject(publishError);
+        });
+      });
+      return true;
+    }
+    return false;
   }
 
   /** Whether a lane's head waits for its next attempt: backing off, or due and queued for a handler slot. */
@@ -671,8 +868,12 @@ export class Dispatcher {
       back.push(...lane.queue.splice(0));
       clearTimeout(lane.awaiting?.timer);
       lane.awaiting = undefined;
+      lane.parked = 0;
+      lane.parkedBytes = 0;
     }
     this.queuedCount = 0;
+    this.parkedCount = 0;
+    this.parkedByteCount = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
     this.drained = true;

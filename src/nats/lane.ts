@@ -4,6 +4,7 @@
  */
 import type { JsMsg } from "@nats-io/jetstream";
 import type { DeliveryNumbers } from "./ack-subject.js";
+import type { DeadLetter } from "./dead-letter.js";
 import { ConsumerGroupMessage } from "./message.js";
 
 /** The lane key prefix of messages whose key could not be computed (one such lane per partition). */
@@ -30,6 +31,12 @@ export class LaneMessage extends ConsumerGroupMessage {
   reportedBlocked = false;
   /** Attempts failed since it blocked (each waits twice as long as the one before). */
   blockedRetries = 0;
+  /** Its failed attempts in all, as last counted (the shared count, or the ones known here). */
+  runs = 0;
+  /** When its lane was reported blocked (epoch ms). */
+  blockedSince = 0;
+  /** Set by a release while its attempt runs: if that attempt fails, it goes there instead of blocking again. */
+  releaseTo: DeadLetter | undefined = undefined;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery
@@ -76,11 +83,15 @@ export interface Lane {
    * The timer gives up waiting if the server never redelivers it (e.g. its max_deliver ran out).
    */
   awaiting: { seq: number; timer: NodeJS.Timeout } | undefined;
+  /** Messages of its queue that are parked (held without a buffer slot while its head is blocked). */
+  parked: number;
+  /** Their bytes. */
+  parkedBytes: number;
 }
 
 /** A lane with nothing in it. */
 export function emptyLane(key: string): Lane {
-  return { key, queue: [], head: undefined, ready: false, awaiting: undefined };
+  return { key, queue: [], head: undefined, ready: false, awaiting: undefined, parked: 0, parkedBytes: 0 };
 }
 
 /**

@@ -9,7 +9,8 @@ import { ConsumerGroupError } from "../core/errors.js";
 import type { ConfigEvent, StoredConfig } from "./config-store.js";
 import { NOOP_METRICS, type MemberMetrics } from "./metrics.js";
 import type { ConsumerGroupMessage } from "./message.js";
-import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus } from "./member-types.js";
+import type { ConsumerGroupMember, MemberLifecycle, MemberSettings, MemberStatus, ReleaseOptions, ReleaseOutcome } from "./member-types.js";
+import type { ParkedKey, ReleaseAction } from "./dispatcher.js";
 import type { ConsumeSession, ConfigWatch, MemberPort, RefreshResult } from "./member-port.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
 import { isTransientServerError, wrapServerError } from "./server-errors.js";
@@ -174,6 +175,18 @@ export class MemberController<C> implements ConsumerGroupMember {
 
   partitions(): number[] {
     return this.port.partitions(this.current.config);
+  }
+
+  parkedKeys(): ParkedKey[] {
+    return this.state.name === "consuming" ? this.state.session.parkedKeys() : [];
+  }
+
+  async releaseParkedKey(seq: number, options: ReleaseOptions = {}): Promise<ReleaseOutcome> {
+    if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a stream sequence (a whole number >= 1), got ${JSON.stringify(seq)}`);
+    const subject = options.deadLetterSubject;
+    const action: ReleaseAction = subject === undefined ? { kind: "retry" } : { kind: "dead_letter", target: this.settings.deadLetterTo(subject) };
+    const released = this.state.name === "consuming" ? await this.state.session.release(seq, action) : false;
+    return { member: this.member, seq, action: action.kind, released };
   }
 
   status(): AsyncIterable<MemberStatus> {
@@ -491,6 +504,8 @@ export class MemberController<C> implements ConsumerGroupMember {
         this.publish({ type: "dead_lettered", subject: msg.subject, partition: msg.partition, seq: msg.seq, deadLetterSubject, error });
       },
       onBlocked: (lane, msg, error) => this.publish({ type: "blocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, error }),
+      onUnblocked: (lane, msg, outcome) => this.publish({ type: "unblocked", lane, subject: msg.subject, partition: msg.partition, seq: msg.seq, outcome }),
+      onParkingFull: (messages, bytes) => this.publish({ type: "parking_full", messages, bytes }),
       onAttemptsUnrecorded: (msg, error) => {
         this.publish({ type: "attempts_unrecorded", subject: msg.subject, partition: msg.partition, seq: msg.seq, error });
         void this.callback("onError", error);

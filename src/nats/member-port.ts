@@ -6,6 +6,7 @@
 import type { ConsumerGroupError } from "../core/errors.js";
 import type { ConfigEvent, StoredConfig } from "./config-store.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
+import type { ParkedKey, ReleaseAction } from "./dispatcher.js";
 
 /** A running consume of the member's consumer. */
 export interface ConsumeSession {
@@ -17,6 +18,10 @@ export interface ConsumeSession {
   readonly held: number;
   /** Starts no more handlers (running ones go on); `stop` follows. */
   pauseStarts(): void;
+  /** The blocked keys (see `Dispatcher.parkedKeys`). */
+  parkedKeys(): ParkedKey[];
+  /** Releases a blocked message (see `Dispatcher.release`). */
+  release(seq: number, action: ReleaseAction): Promise<boolean>;
   /**
    * Stops pulling and drains (see `PinnedConsumer.stop`).
    *

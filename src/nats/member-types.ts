@@ -4,7 +4,8 @@
  */
 import type { MeterProviderLike } from "./metrics.js";
 import type { ConsumerGroupError } from "../core/errors.js";
-import type { DispatchPolicy } from "./dispatcher.js";
+import type { DeadLetter } from "./dead-letter.js";
+import type { DispatchPolicy, ParkedKey } from "./dispatcher.js";
 import type { MessageHandler } from "./pinned-consumer.js";
 
 /** What a member instance reports on {@link ConsumerGroupMember.status}. */
@@ -108,6 +109,30 @@ export type MemberStatus =
       seq: number;
       /** What went wrong. */
       error: unknown;
+    }
+  /** A blocked key (or partition) goes on: its message was handled (a retry passed), dead-lettered by a release, or given back (its partition moved). */
+  | {
+      /** The kind of event. */
+      type: "unblocked";
+      /** The key (or partition). */
+      lane: string;
+      /** The message subject, without the partition token. */
+      subject: string;
+      /** The partition of the message. */
+      partition: number;
+      /** The stream sequence of the message. */
+      seq: number;
+      /** What became of it. */
+      outcome: "handled" | "dead_lettered" | "given_back";
+    }
+  /** The messages parked behind blocked keys reached `maxParked` (or `maxBufferedBytes`): later ones of blocked keys take buffer slots again. */
+  | {
+      /** The kind of event. */
+      type: "parking_full";
+      /** Messages parked. */
+      messages: number;
+      /** Their payload bytes. */
+      bytes: number;
     }
   /**
    * Elastic groups: the attempts bucket (which counts a message's failed attempts across
@@ -289,8 +314,43 @@ export interface ConsumerGroupMember {
   closed(): Promise<Error | undefined>;
   /** Events from now on, until the instance stops. */
   status(): AsyncIterable<MemberStatus>;
+  /**
+   * The keys (or partitions) blocked here: a message failed `maxDeliver` times with no
+   * dead-letter subject, and the messages behind it wait (parked, see `maxParked`).
+   * Empty while the instance does not consume.
+   */
+  parkedKeys(): ParkedKey[];
+  /**
+   * Releases the blocked message with stream sequence `seq` (a {@link ParkedKey.seq}):
+   * its next attempt runs now (fix what made it fail first), or, with
+   * `deadLetterSubject`, it is published there and terminated and its key goes on. An
+   * attempt running now finishes first; with a dead-letter subject, if it fails it goes
+   * there.
+   *
+   * @returns `released: false` when no key of this instance is blocked on `seq`
+   * @throws ConsumerGroupError `INVALID_ARGUMENT` (not a literal subject), or the dead-letter publish's error (the message stays blocked)
+   */
+  releaseParkedKey(seq: number, options?: ReleaseOptions): Promise<ReleaseOutcome>;
   /** Same as {@link stop}. */
   [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Options of {@link ConsumerGroupMember.releaseParkedKey}. */
+export interface ReleaseOptions {
+  /** Dead-letter the blocked message to this subject (a stream must store it) instead of trying it again. */
+  deadLetterSubject?: string;
+}
+
+/** What {@link ConsumerGroupMember.releaseParkedKey} did. */
+export interface ReleaseOutcome {
+  /** The member of the instance that answered. */
+  member: string;
+  /** The blocked message's stream sequence. */
+  seq: number;
+  /** What was asked. */
+  action: "retry" | "dead_letter";
+  /** False when no key of the instance was blocked on `seq`. */
+  released: boolean;
 }
 
 /** Callbacks on the partitions and the pin of an instance; each may be async and is awaited. */
@@ -326,6 +386,8 @@ export interface MemberSettings {
   maxBufferedBytes: number;
   /** How handlers run. */
   dispatch: DispatchPolicy;
+  /** Where a release sends a blocked message, given its dead-letter subject (checked: `INVALID_ARGUMENT`). */
+  deadLetterTo(subject: string): DeadLetter;
   lifecycle: MemberLifecycle;
   /** Where metrics go; default: the global OpenTelemetry MeterProvider (a no-op without an SDK). */
   meterProvider?: MeterProviderLike;

@@ -18,7 +18,7 @@ import type { Consumer, ConsumerInfo, ConsumerMessages, JetStreamClient, JsMsg }
 import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
-import { Dispatcher, type DispatchEvents, type DispatchPolicy } from "./dispatcher.js";
+import { Dispatcher, type DispatchEvents, type DispatchPolicy, type ParkedKey, type ReleaseAction } from "./dispatcher.js";
 import { FilterSet } from "../core/filter-set.js";
 import { largestPossibleDelivery, pullRoom } from "./pull-room.js";
 import {
@@ -220,9 +220,19 @@ export class PinnedConsumer {
     return this.createdAt;
   }
 
-  /** Messages buffered plus in flight. */
+  /** Messages held: buffered, in flight and parked. */
   get buffered(): number {
-    return this.dispatcher.size;
+    return this.dispatcher.held;
+  }
+
+  /** The blocked keys of this instance (see `Dispatcher.parkedKeys`). */
+  parkedKeys(): ParkedKey[] {
+    return this.dispatcher.parkedKeys();
+  }
+
+  /** Releases a blocked message (see `Dispatcher.release`). */
+  release(seq: number, action: ReleaseAction): Promise<boolean> {
+    return this.dispatcher.release(seq, action);
   }
 
   /** Messages whose handler is running. */
@@ -383,7 +393,7 @@ export class PinnedConsumer {
       return;
     }
     this.dispatcher.push(m, numbers);
-    if (this.dispatcher.size >= this.ackPendingLimit) {
+    if (this.dispatcher.held >= this.ackPendingLimit) {
       // Nothing else can come: the server is waiting for acks.
       this.guard.ackPendingFull();
       this.dispatcher.wake();

@@ -12,6 +12,8 @@ import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig }
 import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
 import { managerOf, serverVersionOf, streamInfo } from "../nats/context.js";
 import { healthFindings, type HealthFinding } from "./health.js";
+import { listParkedKeys, type ListedParkedKey } from "../elastic/parking.js";
+import { connectionOf } from "../nats/client-seam.js";
 import { REQUESTS_IN_FLIGHT, consumerInfoIfAny, countWithConsumer, countWithDirectGet, windowPartitionCounts } from "./counts.js";
 
 /** One member of a described group. */
@@ -96,6 +98,8 @@ export interface GroupDescription {
   };
   /** Elastic: how many source messages the work-queue stream has not sourced yet. */
   sourceLag?: number;
+  /** Elastic, when asked (`askInstancesMs`): the keys blocked in the running instances that answered. */
+  parkedKeys?: ListedParkedKey[];
   /** Health findings: what looks wrong, in plain language. */
   findings: HealthFinding[];
   /** When it was described, ISO-8601. */
@@ -108,6 +112,12 @@ export interface DescribeOptions {
   stallAfterMs?: number;
   /** The previous description, to tell whether the source lag grows. */
   previous?: GroupDescription;
+  /**
+   * Elastic: also ask the running instances for their blocked keys (on the presence
+   * subject, waiting this many ms for their answers, while the server is read):
+   * `parkedKeys` and a `KEY_BLOCKED` finding each. Default: not asked.
+   */
+  askInstancesMs?: number;
 }
 
 /** `last_active` is an RFC 3339 string on the wire, though nats.js types it as a number. */
@@ -133,6 +143,8 @@ type PriorityState = { priority_groups?: { group: string; pinned_client_id?: str
 export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream: string, group: string, options: DescribeOptions = {}): Promise<GroupDescription> {
   if (kind !== "static" && kind !== "elastic") throw new ConsumerGroupError("INVALID_ARGUMENT", `kind must be "static" or "elastic", got ${JSON.stringify(kind)}`);
   assertValidGroupNames(stream, group);
+  // Asked first, so the instances' answers arrive while the server is read.
+  const asked = kind === "elastic" && options.askInstancesMs !== undefined ? listParkedKeys(connectionOf(js), stream, group, { waitMs: options.askInstancesMs }).catch(() => undefined) : undefined;
   const jsm = await managerOf(js);
   const kv = await openConfigBucket(js, jsm, kind);
   const config = kind === "static" ? (await readConfig(kv, STATIC, stream, group)).config : (await readConfig(kv, ELASTIC, stream, group)).config;
@@ -254,7 +266,9 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   }
   // A record this version cannot read is a typed CONFIG_DECODE error that says to upgrade.
   const repartition = kind === "elastic" ? layoutOf(wqInfo).record : undefined;
+  const parkedKeys = await asked;
   const findings = healthFindings({
+    ...(parkedKeys ? { parkedKeys, names: { stream, group } } : {}),
     now: Date.now(),
     stallAfterMs: options.stallAfterMs ?? 30_000,
     members,
@@ -276,6 +290,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     partitions,
     ...(buffer ? { buffer } : {}),
     ...(sourceLag !== undefined ? { sourceLag } : {}),
+    ...(parkedKeys ? { parkedKeys } : {}),
     findings,
     at: new Date().toISOString(),
   };

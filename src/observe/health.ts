@@ -6,7 +6,7 @@ import { FAST_FILTERS_RELEASE, slowFiltersRelease } from "./server-releases.js";
 /** One thing worth an operator's attention, in plain language. */
 export interface HealthFinding {
   /** What kind of problem it is: a stable code. */
-  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS" | "SLOW_SERVER_RELEASE";
+  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS" | "SLOW_SERVER_RELEASE" | "KEY_BLOCKED";
   /** How bad it is: `error` means messages are not consumed. */
   severity: "warning" | "error" | "info";
   /** The member concerned, if one is. */
@@ -62,6 +62,18 @@ export interface HealthInput {
   previousSourceLag?: number;
   /** The version of the server the description came from, when known. */
   serverVersion?: string;
+  /** Elastic: the blocked keys the running instances reported (see `listParkedKeys`). */
+  parkedKeys?: {
+    member: string;
+    key: string;
+    partition: number;
+    seq: number;
+    attempts: number;
+    parkedMessages: number;
+    error: string;
+  }[];
+  /** The group's stream and name, for the commands a finding suggests. */
+  names?: { stream: string; group: string };
   /** Elastic: a repartition in progress (the work-queue stream's record). */
   repartition?: {
     /** The partition count before. */
@@ -84,6 +96,17 @@ export interface HealthInput {
  */
 export function healthFindings(input: HealthInput): HealthFinding[] {
   const findings: HealthFinding[] = [];
+  for (const k of input.parkedKeys ?? []) {
+    const names = input.names ? `${input.names.stream} ${input.names.group}` : "<stream> <name>";
+    const what = k.key === "" ? `partition ${k.partition}` : `key "${k.key}"`;
+    findings.push({
+      code: "KEY_BLOCKED",
+      severity: "error",
+      member: k.member,
+      partition: k.partition,
+      message: `${what} of member ${k.member} is blocked on seq ${k.seq} after ${k.attempts} attempts (${k.error}), ${k.parkedMessages} messages wait behind it: fix what fails and run "cg elastic park release ${names} ${k.seq}", or dead-letter it with --dead-letter <subject>`,
+    });
+  }
   for (const m of input.members) {
     if (m.overCap) {
       findings.push({

@@ -24,6 +24,8 @@ const examples: { [K in MemberStatus["type"]]: Extract<MemberStatus, { type: K }
   handler_error: { type: "handler_error", error: new Error("boom"), subject: "orders.k", partition: 1, seq: 9, attempt: 2 },
   dead_lettered: { type: "dead_lettered", subject: "orders.k", partition: 1, seq: 9, deadLetterSubject: "dlq", error: new Error("boom") },
   blocked: { type: "blocked", lane: "k", subject: "orders.k", partition: 1, seq: 9, error: new Error("boom") },
+  unblocked: { type: "unblocked", lane: "k", subject: "orders.k", partition: 1, seq: 9, outcome: "handled" },
+  parking_full: { type: "parking_full", messages: 1024, bytes: 65536 },
   consumer_lost: { type: "consumer_lost", reason: "deleted" },
   consumer_error: { type: "consumer_error", error: err, retryInMs: 100 },
   drain_timeout: { type: "drain_timeout", running: 2, waitedMs: 5000 },

@@ -1113,3 +1113,155 @@ describe("dispatcher - a blocked message is retried less and less often (no serv
     assert.deepEqual(at, [0, 200, 400, 800, 1600, 3200, 6400, 12800, 25600, 51200], "2 attempts, then the backoff, then doubling waits");
   });
 });
+
+describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
+  /** A key-mode dispatcher where "stuck" fails while `broken.on`, parking up to `maxMessages`. */
+  function parking(maxMessages: number, maxBytes = 1 << 20): { d: Dispatcher; log: Recorded; broken: { on: boolean }; unblocked: string[]; full: number[]; rooms: { n: number } } {
+    const { events, log } = recorder();
+    const broken = { on: true };
+    const unblocked: string[] = [];
+    const full: number[] = [];
+    const rooms = { n: 0 };
+    const d = new Dispatcher(
+      (msg) => {
+        if (keyOf(msg) === "stuck" && broken.on) throw new Error("downstream down");
+      },
+      policy({ mode: "key", retry: { maxDeliver: 2, backoffMs: () => 5 }, parking: { maxMessages, maxBytes } }),
+      { ...events, onUnblocked: (lane, msg, outcome) => void unblocked.push(`${lane}/${msg.seq}:${outcome}`), onParkingFull: (messages) => void full.push(messages) },
+      { onRoom: () => void (rooms.n += 1) },
+    );
+    return { d, log, broken, unblocked, full, rooms };
+  }
+
+  test("dispatcher - once a key blocks, the messages behind it hold no buffer slot (size), and later ones of the key park on arrival", async () => {
+    const { d, log } = parking(100);
+    d.push(delivery(1, "stuck").js);
+    for (let s = 2; s <= 5; s++) d.push(delivery(s, "stuck").js);
+    assert.equal(d.size, 5, "before it blocks, everything takes a slot");
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    assert.equal(d.size, 1, "only the blocked head takes a slot");
+    assert.equal(d.parked, 4);
+    assert.equal(d.held, 5, "all five are still held (delivered and unacked)");
+    d.push(delivery(6, "stuck").js);
+    d.push(delivery(7, "other").js);
+    assert.equal(d.parked, 5, "a later message of the blocked key parks at once");
+    await waitFor(() => log.handled.includes(7), 1000, "another key flows");
+    const [key] = d.parkedKeys();
+    assert.ok(key);
+    assert.equal(key.key, "stuck");
+    assert.equal(key.seq, 1);
+    assert.equal(key.parkedMessages, 5);
+    assert.ok(key.attempts >= 2);
+    assert.equal(key.error, "downstream down");
+    assert.equal(await d.drain(1000), true);
+    assert.equal(d.parked, 0, "a drain gives them back");
+    assert.equal(d.held, 0);
+  });
+
+  test("dispatcher - the parking limit: past it, later messages of blocked keys take slots again, reported once", async () => {
+    const { d, log, full } = parking(3);
+    d.push(delivery(1, "stuck").js);
+    for (let s = 2; s <= 6; s++) d.push(delivery(s, "stuck").js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    assert.equal(d.parked, 3);
+    assert.equal(d.size, 3, "the head and the two beyond the limit take slots");
+    d.push(delivery(7, "stuck").js);
+    assert.equal(d.size, 4);
+    assert.deepEqual(full, [3], "parking_full reported once");
+    await d.drain(1000);
+  });
+
+  test("dispatcher - the parking byte limit counts payload bytes", async () => {
+    const one = delivery(2, "stuck").js.data.length;
+    const { d, log } = parking(100, 2 * one);
+    d.push(delivery(1, "stuck").js);
+    for (let s = 2; s <= 4; s++) d.push(delivery(s, "stuck").js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    assert.equal(d.parked, 2);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - release (retry) after the fix: the head runs now and the key's parked messages follow in order, taking slots again", async () => {
+    const { d, log, broken, unblocked } = parking(100);
+    d.push(delivery(1, "stuck").js);
+    for (let s = 2; s <= 4; s++) d.push(delivery(s, "stuck").js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    broken.on = false;
+    assert.equal(await d.release(99, { kind: "retry" }), false, "nothing is blocked on seq 99");
+    assert.equal(await d.release(1, { kind: "retry" }), true);
+    await waitFor(() => log.handled.length === 4, 1000, "the key's four messages handled");
+    assert.deepEqual(log.handled, [1, 2, 3, 4]);
+    assert.deepEqual(unblocked, ["stuck/1:handled"]);
+    assert.equal(d.parked, 0);
+    assert.equal(d.held, 0);
+    assert.deepEqual(d.parkedKeys(), []);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - release to a dead-letter subject: the head is published there and terminated, the rest of the key is handled in order", async () => {
+    const { d, log, unblocked } = parking(100);
+    const stuck = delivery(1, "stuck");
+    d.push(stuck.js);
+    d.push(delivery(2, "other").js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    const published: string[] = [];
+    const target = { subject: "dlq.ops", idPrefix: "p", publish: (to: string) => Promise.resolve(void published.push(to)) };
+    assert.equal(await d.release(1, { kind: "dead_letter", target }), true);
+    assert.deepEqual(published, ["dlq.ops"]);
+    assert.deepEqual(log.deadLettered, [{ seq: 1, subject: "dlq.ops" }]);
+    assert.ok(stuck.calls.some((c) => c.startsWith("term")), stuck.calls.join(","));
+    assert.deepEqual(unblocked, ["stuck/1:dead_lettered"]);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - a dead-letter release whose publish fails throws, and the key stays blocked", async () => {
+    const { d, log } = parking(100);
+    d.push(delivery(1, "stuck").js);
+    d.push(delivery(2, "stuck").js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    const target = { subject: "nowhere", idPrefix: "p", publish: () => Promise.reject(new Error("no stream stores nowhere")) };
+    await assert.rejects(d.release(1, { kind: "dead_letter", target }), /no stream stores nowhere/);
+    assert.equal(d.parkedKeys().length, 1);
+    assert.equal(d.parked, 1);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - a dead-letter release while the head's attempt runs: if that attempt fails, it goes to the subject", async () => {
+    const { events, log } = recorder();
+    const gate = new Gate();
+    const d = new Dispatcher(
+      async (msg) => {
+        await gate.handler(msg);
+        throw new Error("still down");
+      },
+      policy({ mode: "key", retry: { maxDeliver: 1, backoffMs: () => 60_000 }, parking: { maxMessages: 10, maxBytes: 1 << 20 } }),
+      events,
+    );
+    d.push(delivery(1, "stuck").js);
+    await gate.release(1); // first attempt fails: blocked, next one in 60 s
+    await waitFor(() => log.blocked.length === 1, 1000, "the key to block");
+    assert.equal(await d.release(1, { kind: "retry" }), true);
+    await waitFor(() => gate.running.has(1), 1000, "the retry to start at once");
+    const published: string[] = [];
+    const target = { subject: "dlq.ops", idPrefix: "p", publish: (to: string) => Promise.resolve(void published.push(to)) };
+    assert.equal(await d.release(1, { kind: "dead_letter", target }), true, "noted while it runs");
+    await gate.release(1);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "dead-lettered after the running attempt failed");
+    assert.deepEqual(published, ["dlq.ops"]);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - losing the pin gives a parked key back in stream order and reports it unblocked (given back)", async () => {
+    const { d, log, unblocked } = parking(100);
+    const msgs = [1, 2, 3].map((s) => delivery(s, "stuck"));
+    for (const m of msgs) d.push(m.js);
+    await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
+    await waitFor(() => (d.parkedKeys()[0]?.attempts ?? 0) >= 2, 1000, "counted");
+    d.giveBackQueued();
+    assert.equal(d.parked, 0);
+    assert.equal(d.held, 0);
+    assert.ok(msgs.every((m) => m.calls.includes("nak")), "all three given back");
+    assert.deepEqual(unblocked, ["stuck/1:given_back"]);
+    await d.drain(1000);
+  });
+});

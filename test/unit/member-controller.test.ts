@@ -13,6 +13,7 @@ import type { ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResu
 import type { MemberSettings, MemberStatus } from "../../src/nats/member-types.js";
 import { NOOP_METRICS } from "../../src/nats/metrics.js";
 import type { PinnedConsumerEvents } from "../../src/nats/pinned-consumer.js";
+import type { ParkedKey } from "../../src/nats/dispatcher.js";
 import { PushQueue } from "../helpers/push-queue.js";
 
 /** A config is just the member's partitions; `bad` makes it unusable. */
@@ -52,6 +53,12 @@ class FakeSession implements ConsumeSession {
   pausedBeforeStops: number | undefined;
   pauseStarts(): void {
     this.pausedBeforeStops ??= this.stops.length;
+  }
+  parkedKeys(): ParkedKey[] {
+    return [];
+  }
+  release(): Promise<boolean> {
+    return Promise.resolve(false);
   }
   stop(timeoutMs: number): Promise<boolean> {
     this.stops.push(timeoutMs);
@@ -203,6 +210,7 @@ function harness(partitions: number[], overrides: Partial<MemberSettings> = {}, 
     localBufferCap: 256,
     maxBufferedBytes: 16 * 1024 * 1024,
     dispatch: { mode: "serial", maxInFlight: 1, keyOf: () => "", workingIntervalMs: 1000 },
+    deadLetterTo: () => assert.fail("no dead letters here"),
     lifecycle: {
       onAssigned: async (p) => {
         log.push(`assigned:${p.join(",")}`);

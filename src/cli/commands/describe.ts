@@ -140,6 +140,9 @@ export function describeDoc(d: GroupDescription, stallAfterMs: number): Describe
   };
 }
 
+/** How long describe and top wait for the running instances to report their blocked keys. */
+const ASK_INSTANCES_MS = 500;
+
 /**
  * Describes a group, adding to "no such group" errors how to list the groups.
  *
@@ -147,7 +150,7 @@ export function describeDoc(d: GroupDescription, stallAfterMs: number): Describe
  */
 export async function describeForCli(js: JetStreamClient, kind: GroupKind, stream: string, group: string, stallAfterMs: number, previous?: GroupDescription): Promise<GroupDescription> {
   try {
-    return await describeGroup(js, kind, stream, group, { stallAfterMs, ...(previous ? { previous } : {}) });
+    return await describeGroup(js, kind, stream, group, { stallAfterMs, askInstancesMs: ASK_INSTANCES_MS, ...(previous ? { previous } : {}) });
   } catch (err) {
     throw withListHint(err, kind, stream);
   }

@@ -11,6 +11,7 @@ import { sleepOption } from "./consume.js";
 import { demoCommand } from "./demo.js";
 import { describeCommand } from "./describe.js";
 import { lagCommand } from "./lag.js";
+import { parkCommand } from "./park.js";
 import { repartitionCommand } from "./repartition.js";
 import { addCommand as elasticAddCommand, createMappingCommand, deleteMappingCommand, dropCommand, elasticCreateCommand } from "./elastic.js";
 import { runPrompt } from "./prompt.js";
@@ -49,6 +50,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   stepDownCommand,
   consumeCommand,
   repartitionCommand,
+  parkCommand,
   describeCommand,
   lagCommand,
   topCommand,
