@@ -780,7 +780,7 @@ export class Dispatcher {
         // Meanwhile it counts as in progress: a drain waits for the publish, a give-back leaves it.
         this.deadLetter(lane, head, error, action.target, head.runs, resolve, (publishError) => {
           this.backOff(lane, head, BLOCKED_RETRY_CAP_MS);
-          reject(publishError);
+          reject(publishError instanceof Error ? publishError : new Error(String(publishError)));
         });
       });
       return true;
