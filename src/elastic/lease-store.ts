@@ -12,11 +12,12 @@
  * `<member>` is the member name in unpadded base64url (member names may hold characters
  * KV keys may not).
  */
-import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { DiscardPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV, type KvEntry } from "@nats-io/kv";
 import type { AssignmentPolicy } from "../core/auto-membership.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { configKey } from "../core/names.js";
+import { msToNanos } from "../core/timing.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 
 /** The lease bucket's name. */
@@ -113,7 +114,20 @@ export async function openLeaseBucket(js: JetStreamClient, jsm: JetStreamManager
     if (apiErrorCode(err) !== ApiCode.StreamNotFound) throw wrapServerError(err, `looking up the lease bucket "${LEASE_BUCKET}"`);
   }
   try {
-    return await new Kvm(js).create(LEASE_BUCKET, { history: 1, replicas, storage: "file", markerTTL: MARKER_TTL_MS });
+    // The stream a KV bucket is, made directly: nats.js's bucket create asks $JS.API.INFO first, which a member need not be allowed.
+    await jsm.streams.add({
+      name: stream,
+      subjects: [`$KV.${LEASE_BUCKET}.>`],
+      max_msgs_per_subject: 1,
+      discard: DiscardPolicy.New,
+      allow_rollup_hdrs: true,
+      allow_direct: true,
+      allow_msg_ttl: true,
+      subject_delete_marker_ttl: msToNanos(MARKER_TTL_MS),
+      num_replicas: replicas,
+      storage: StorageType.File,
+    });
+    return await new Kvm(js).open(LEASE_BUCKET);
   } catch (err) {
     // Another instance created it first with the same settings: open that one.
     if (apiErrorCode(err) === ApiCode.StreamNameInUse) return new Kvm(js).open(LEASE_BUCKET);

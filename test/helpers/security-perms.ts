@@ -74,6 +74,31 @@ export function memberPermissions(scope: GroupScope & { member: string }, inboxP
   };
 }
 
+/**
+ * What an auto member (`autoJoin`) needs on top of the member's list: compare-and-set
+ * writes of its group's config, and its group's part of the lease bucket (creating it).
+ */
+export function autoMemberPermissions(scope: Omit<GroupScope, "kind"> & { member: string }, inboxPrefix = "_INBOX"): Permissions {
+  const base = memberPermissions({ kind: "elastic", ...scope }, inboxPrefix);
+  const leases = "elastic-consumer-group-leases";
+  return {
+    ...base,
+    publish: [
+      ...base.publish,
+      `$KV.elastic-consumer-groups.${scope.stream}.${scope.group}`,
+      `$JS.API.STREAM.INFO.KV_${leases}`,
+      `$JS.API.STREAM.CREATE.KV_${leases}`,
+      `$KV.${leases}.${scope.stream}.${scope.group}.>`,
+      `$JS.API.DIRECT.GET.KV_${leases}.>`,
+      `$JS.API.STREAM.MSG.GET.KV_${leases}`,
+      `$JS.API.CONSUMER.CREATE.KV_${leases}.*.>`,
+      `$JS.API.CONSUMER.INFO.KV_${leases}.*`,
+      `$JS.API.CONSUMER.DELETE.KV_${leases}.*`,
+      `$JS.FC.KV_${leases}.>`,
+    ],
+  };
+}
+
 /** The attempts bucket's subjects of an elastic member: bind (or create) it, and read and write its group's records. */
 function attemptsBucketMember(stream: string, group: string): string[] {
   const bucket = "elastic-consumer-group-attempts";

@@ -51,7 +51,7 @@ import { killAllCg, runCg } from "../helpers/cli-run.js";
 import { recordStatus } from "../helpers/static-fixtures.js";
 import { sleep } from "../helpers/load-harness.js";
 import { assertTypedError, thrownBy } from "../helpers/security-state.js";
-import { adminPermissions, memberPermissions, userEntry, withoutPermission, type Permissions } from "../helpers/security-perms.js";
+import { adminPermissions, autoMemberPermissions, memberPermissions, userEntry, withoutPermission, type Permissions } from "../helpers/security-perms.js";
 
 const S = "orders";
 const G = "billing";
@@ -69,6 +69,8 @@ const NODIRECT_GROUP = "audit";
 
 /** The elastic group whose member may not use the attempts bucket. */
 const NOATTEMPTS_GROUP = "billing";
+/** The elastic group an auto member joins by itself. */
+const AUTO_GROUP = "autog";
 /** Users of the MAIN account: root (everything), then members restricted to the documented list, some with one subject removed. */
 const MAIN_USERS: Record<string, Permissions | undefined> = {
   root: undefined,
@@ -81,6 +83,7 @@ const MAIN_USERS: Record<string, Permissions | undefined> = {
   noinbox: { ...staticPerms("m1"), subscribe: ["not.an.inbox"] },
   nowatch: withoutPermission(staticPerms("m1"), (s) => s.startsWith(`$JS.API.CONSUMER.CREATE.KV_`)),
   noattempts: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NOATTEMPTS_GROUP, member: "m1" }), (s) => s.includes("elastic-consumer-group-attempts")),
+  automember: autoMemberPermissions({ stream: E, group: AUTO_GROUP, member: "a1" }),
   nodirect: withoutPermission(memberPermissions({ kind: "elastic", stream: E, group: NODIRECT_GROUP, member: "m1" }), (s) => s === `$JS.API.STREAM.MSG.GET.${E}-${NODIRECT_GROUP}`),
 };
 /** Users of the ADM account (no bucket yet): root, and admins restricted to the documented admin list. */
@@ -285,6 +288,23 @@ describe("security - least privilege", () => {
     assertTypedError(unrecorded[0], "PERMISSION_DENIED", /\$JS\.API\.STREAM\.INFO\.KV_elastic-consumer-group-attempts/, /attempts bucket/, /docs\/permissions\.md/);
     assert.equal(attempts.length, 2, "retried once, in place");
     await m1.stop();
+  });
+
+  test("security - an auto member with the member and auto-join lists creates the lease bucket, joins, consumes and leaves, without a violation (no $JS.API.INFO)", { timeout: TIMEOUT }, async () => {
+    await createElastic(root.js, { stream: E, group: AUTO_GROUP, maxMembers: 2, partitioningFilters: [{ filter: `${E}.*`, partitioning_wildcards: [1] }] });
+    const member = await as("automember");
+    const seen = violations(member.nc);
+    const handled: string[] = [];
+    const a1 = await elasticConsume(member.js, { stream: E, group: AUTO_GROUP, member: "a1", autoJoin: true, consumerConfig: { ack_wait: ACK_WAIT }, handler: (m) => void handled.push(m.subject) });
+    running.push(a1);
+    assert.ok((await root.jsm.streams.info("KV_elastic-consumer-group-leases")).config.allow_msg_ttl, "the lease bucket was made, with per-message TTLs");
+    await waitFor(async () => (await getElasticConsumerGroupConfig(root.js, E, AUTO_GROUP)).members?.includes("a1"), 30_000, "a1 to write itself into the membership");
+    for (let i = 0; i < 4; i++) await root.js.publish(`${E}.auto${i}`, String(i));
+    await waitFor(() => [0, 1, 2, 3].every((i) => handled.includes(`${E}.auto${i}`)), 60_000, "a1 to handle its 4 messages");
+    await a1.stop();
+    assert.deepEqual((await getElasticConsumerGroupConfig(root.js, E, AUTO_GROUP)).members ?? [], [], "its stop wrote its leave");
+    assert.deepEqual(seen.list, [], "no permission violation on the auto member's connection");
+    seen.stop();
   });
 
   test("security - a member cannot modify its group: a KV put is refused and admin calls fail with PERMISSION_DENIED naming the subject", { timeout: TIMEOUT }, async () => {
