@@ -51,6 +51,11 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     return this.inner.partitions();
   }
 
+  /** The pin id this instance consumes under while it holds its member's pin. */
+  currentPinId(): string | undefined {
+    return this.inner.currentPinId();
+  }
+
   /** The keys blocked here (see {@link ConsumerGroupMember.parkedKeys}). */
   parkedKeys(): ParkedKey[] {
     return this.inner.parkedKeys();

@@ -347,7 +347,7 @@ function countingAttempts(settings: MemberSettings, ledger: AttemptLedger): Memb
 }
 
 /** Answers presence requests (see presence.ts) while the instance runs. */
-function answeringPresence<M extends ConsumerGroupMember>(js: JetStreamClient, instance: M, mode: string): M {
+function answeringPresence<M extends ConsumerGroupMember & { currentPinId(): string | undefined }>(js: JetStreamClient, instance: M, mode: string): M {
   const presence = answerPresence(connectionOf(js), instance.stream, instance.group, instance.member, mode, instance);
   void instance.closed().then(() => presence.stop());
   return instance;

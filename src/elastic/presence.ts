@@ -32,6 +32,8 @@ export interface PresenceAnswer {
   member: string;
   /** The instance's concurrency mode. */
   mode: string;
+  /** The pin id the instance consumes under, while it holds its member's pin. */
+  pin?: string;
 }
 
 /** A request on the presence subject: an empty body asks who runs; JSON bodies ask about parked keys. */
@@ -61,10 +63,12 @@ export function presenceRequestOf(body: string): PresenceRequest {
   return { kind: "presence" };
 }
 
-/** What an instance lets the presence subject do with its parked keys. */
+/** What an instance lets the presence subject read and do: its pin, its parked keys. */
 export interface ParkingControl {
   parkedKeys(): ParkedKey[];
   releaseParkedKey(seq: number, options?: ReleaseOptions): Promise<ReleaseOutcome>;
+  /** The pin id it consumes under while it holds its member's pin. */
+  currentPinId?(): string | undefined;
 }
 
 /** An instance's answer to a parked-key request, beyond its presence. */
@@ -82,7 +86,7 @@ export function presenceAnswerOf(data: string): PresenceAnswer | undefined {
   try {
     const value = JSON.parse(data) as Partial<PresenceAnswer> | null;
     if (value === null || typeof value !== "object" || value.library !== "nats-pcgroups" || typeof value.member !== "string") return undefined;
-    return { library: "nats-pcgroups", member: value.member, mode: typeof value.mode === "string" ? value.mode : "serial" };
+    return { library: "nats-pcgroups", member: value.member, mode: typeof value.mode === "string" ? value.mode : "serial", ...(typeof value.pin === "string" && value.pin !== "" ? { pin: value.pin } : {}) };
   } catch {
     return undefined;
   }
@@ -104,8 +108,11 @@ interface SharedAnswerer {
 
 /** An instance's answer to `request` (a promise for a release), or undefined when it has none. */
 function answerOf(entry: Answerer, request: PresenceRequest): string | Promise<string> | undefined {
-  if (request.kind === "presence") return JSON.stringify(entry.presence);
   const control = entry.control;
+  if (request.kind === "presence") {
+    const pin = control?.currentPinId?.();
+    return JSON.stringify(pin ? { ...entry.presence, pin } : entry.presence);
+  }
   if (!control) return undefined;
   if (request.kind === "park_list") return JSON.stringify({ ...entry.presence, parked: control.parkedKeys() } satisfies ParkingAnswer);
   const options = request.deadLetterSubject !== undefined ? { deadLetterSubject: request.deadLetterSubject } : {};
@@ -187,16 +194,29 @@ export const PRESENCE_WAIT_MS = 1000;
  * @param enough - when it says the members that answered so far are enough, the wait ends early
  */
 export async function askPresence(nc: NatsConnection, stream: string, group: string, waitMs = PRESENCE_WAIT_MS, enough?: (members: Set<string>) => boolean): Promise<Set<string>> {
-  const members = new Set<string>();
+  const pins = await askPresencePins(nc, stream, group, waitMs, enough ? (answered) => enough(new Set(answered.keys())) : undefined);
+  return new Set(pins.keys());
+}
+
+/**
+ * Like {@link askPresence}, with the pin ids the answering instances hold: member →
+ * the pins its instances named (empty for a member none of whose instances is pinned).
+ */
+export async function askPresencePins(nc: NatsConnection, stream: string, group: string, waitMs = PRESENCE_WAIT_MS, enough?: (answered: Map<string, Set<string>>) => boolean): Promise<Map<string, Set<string>>> {
+  const answered = new Map<string, Set<string>>();
   try {
     const replies = await nc.requestMany(presenceSubject(stream, group), "", { strategy: "timer", maxWait: waitMs });
     for await (const reply of replies) {
       const answer = presenceAnswerOf(reply.string());
-      if (answer) members.add(answer.member);
-      if (enough?.(members)) break;
+      if (answer) {
+        let pins = answered.get(answer.member);
+        if (!pins) answered.set(answer.member, (pins = new Set()));
+        if (answer.pin) pins.add(answer.pin);
+      }
+      if (enough?.(answered)) break;
     }
   } catch {
     // No responders, or a request this user may not send: nobody answered.
   }
-  return members;
+  return answered;
 }

@@ -27,7 +27,7 @@ import { partitionAssignment, elasticGetPartitionFilters } from "../core/assignm
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertPartitionCount } from "../core/limits.js";
 import { optionalBoolean, optionalTimerMs, quoted } from "../core/option-checks.js";
-import { assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../core/names.js";
+import { PRIORITY_GROUP, assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../core/names.js";
 import {
   REPARTITION_METADATA_KEY,
   SWITCH_PAUSE_METADATA_KEY,
@@ -49,7 +49,7 @@ import { connectionOf } from "../nats/client-seam.js";
 import { layoutOf, readLayout, type StreamLayout } from "./layout.js";
 import { readLock, releaseLock, takeLock } from "./repartition-lock.js";
 import { registeredAutoMembers } from "./lease-store.js";
-import { PRESENCE_WAIT_MS, askPresence, presenceSubject } from "./presence.js";
+import { PRESENCE_WAIT_MS, askPresencePins, presenceSubject } from "./presence.js";
 
 /** Where a repartition is, as reported to `onProgress`. */
 export interface RepartitionProgress {
@@ -394,12 +394,25 @@ async function findUnverifiedMembers(js: JetStreamClient, jsm: JetStreamManager,
   const wq = workQueueStreamName(stream, group);
   const [consumers, auto] = await Promise.all([listConsumers(jsm, wq), registeredAutoMembers(js, jsm, stream, group)]);
   // Consumers that look like Go's: only a presence answer vouches for them (asked only when there are any, and over once all answered).
-  const lookLikeGo = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined && !auto.has(c.name)).map((c) => c.name);
-  const answered = lookLikeGo.length === 0 ? new Set<string>() : await askPresence(connectionOf(js), stream, group, PRESENCE_WAIT_MS, (seen) => lookLikeGo.every((m) => seen.has(m)));
-  const unmarked = lookLikeGo.filter((name) => !answered.has(name));
+  // A member whose consumer is pinned is vouched for only by the pinned instance's answer: a Go instance
+  // may be pinned while an instance of this library stands by (serial mode: both use Go's consumer config).
+  const lookLikeGo = consumers.filter((c) => c.config.metadata?.[MODE_KEY] === undefined && !auto.has(c.name));
+  const vouched = (c: ConsumerInfo, answered: Map<string, Set<string>>): boolean => {
+    const pins = answered.get(c.name);
+    const pinned = pinnedIdOf(c);
+    return pins !== undefined && (pinned === undefined || pins.has(pinned));
+  };
+  const answered = lookLikeGo.length === 0 ? new Map<string, Set<string>>() : await askPresencePins(connectionOf(js), stream, group, PRESENCE_WAIT_MS, (seen) => lookLikeGo.every((c) => vouched(c, seen)));
+  const unmarked = lookLikeGo.filter((c) => !vouched(c, answered)).map((c) => c.name);
   const running = new Set(consumers.map((c) => c.name));
   const absent = [...partitionAssignment(config)].filter(([member, partitions]) => partitions.length > 0 && !running.has(member) && !auto.has(member)).map(([member]) => member);
   return [...new Set([...unmarked, ...absent])].sort();
+}
+
+/** The pinned client of a consumer's priority group, if one is pinned. */
+function pinnedIdOf(c: ConsumerInfo): string | undefined {
+  const groups = (c as ConsumerInfo & { priority_groups?: { group: string; pinned_client_id?: string }[] }).priority_groups;
+  return groups?.find((g) => g.group === PRIORITY_GROUP)?.pinned_client_id || undefined;
 }
 
 async function listConsumers(jsm: JetStreamManager, wq: string): Promise<ConsumerInfo[]> {

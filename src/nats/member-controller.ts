@@ -177,6 +177,11 @@ export class MemberController<C> implements ConsumerGroupMember {
     return this.port.partitions(this.current.config);
   }
 
+  /** The pin id this instance consumes under while it holds its member's pin (presence answers, diagnostics). */
+  currentPinId(): string | undefined {
+    return this.state.name === "consuming" ? this.state.session.pinId : undefined;
+  }
+
   parkedKeys(): ParkedKey[] {
     return this.state.name === "consuming" ? this.state.session.parkedKeys() : [];
   }

@@ -555,6 +555,40 @@ describe("repartition - bad input, work in progress, Go members, mappings and th
     );
   });
 
+  test("repartition input - a member whose pinned instance is Go's and whose standby runs this library: GO_MEMBERS_PRESENT naming it (the standby's answer does not vouch for the pinned one)", async () => {
+    driverBinary();
+    const stream = uniqueName("rgp");
+    await createKeyedElasticGroup(env, stream, "g", 4, ["m1"]);
+    const wq = workQueueStreamName(stream, "g");
+    const go = track(new GoMember("go:m1", url, "elastic", stream, "g", "m1", { ackWaitMs: 2000, maxAckPending: 1 }));
+    await withTimeout(go.started, 15_000, "the Go instance to start");
+    await waitFor(() => consumerExists(wq, "m1"), 10_000, "m1's consumer");
+    // The Go instance pins first: a message is delivered to it.
+    await env.js.publish(`${stream}.k1`, JSON.stringify({ key: "k1", seq: 1 }));
+    const pinnedId = async (): Promise<string | undefined> =>
+      ((await env.jsm.consumers.info(wq, "m1")) as unknown as { priority_groups?: { group: string; pinned_client_id?: string }[] }).priority_groups?.find((g) => g.group === "PCG")?.pinned_client_id || undefined;
+    const goPin = await waitFor(pinnedId, 10_000, "the Go instance to be pinned");
+    // A TypeScript instance of m1 in serial mode (Go's consumer config) stands by.
+    const handled: string[] = [];
+    track(
+      await elasticConsume(env.js, {
+        stream,
+        group: "g",
+        member: "m1",
+        consumerConfig: { ack_wait: 2000 * 1_000_000, max_ack_pending: 1 },
+        handler: (msg) => void handled.push(msg.subject),
+      }),
+    );
+    await sleep(500);
+    assert.equal(await pinnedId(), goPin, "the Go instance is still the pinned one");
+    const before = await snapshot(stream, "g");
+    const err = await rejectsTyped(repartition(env.js, stream, "g", 8, { pollMs: 50 }), "GO_MEMBERS_PRESENT", "the pinned Go instance");
+    assert.match(err.message, /: m1 \(/, "it names m1");
+    assert.deepEqual(await snapshot(stream, "g"), before, "nothing changed");
+    assert.equal(handled.length, 0, "the standby handled nothing");
+    assert.equal(await Promise.race([go.exited.then(() => true), sleep(200).then(() => false)]), false, "the Go instance runs on");
+  });
+
   // --- 3. explicit member mappings -------------------------------------------------------
 
   test("repartition input - mapping mode, 4 -> 6 while consuming: mappings cover 0..5, no old partition moves, gcd gating holds, delivery is clean", async (t) => {
