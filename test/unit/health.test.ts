@@ -48,3 +48,21 @@ test("health - slow release: nothing when every member consumer has one filter, 
   assert.deepEqual(slowFindings(input("2.14.10", [0, 1])), []);
   assert.deepEqual(slowFindings(input(undefined, [0, 1])), []);
 });
+
+test("health - a blocked key is an error finding that names the key, the member, the sequence, what waits, and the release command", () => {
+  const found = healthFindings({
+    ...input(undefined, [0, 1]),
+    parkedKeys: [
+      { member: "m1", key: "cust-7", partition: 1, seq: 1042, attempts: 5, parkedMessages: 99, error: "downstream refuses it" },
+      { member: "m1", key: "", partition: 0, seq: 17, attempts: 3, parkedMessages: 0, error: "no key" },
+    ],
+    names: { stream: "orders", group: "shipping" },
+  }).filter((f) => f.code === "KEY_BLOCKED");
+  assert.equal(found.length, 2);
+  assert.deepEqual([found[0]?.severity, found[0]?.member, found[0]?.partition], ["error", "m1", 1]);
+  assert.equal(
+    found[0]?.message,
+    'key "cust-7" of member m1 is blocked on seq 1042 after 5 attempts (downstream refuses it), 99 messages wait behind it: fix what fails and run "cg elastic park release orders shipping 1042", or dead-letter it with --dead-letter <subject>',
+  );
+  assert.match(found[1]?.message ?? "", /^partition 0 of member m1 is blocked on seq 17/, "a lane without a key is named by its partition");
+});

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { errors } from "@nats-io/nats-core";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 import { isRetryableRepartitionError, retryDelayMs, REPARTITION_ATTEMPTS } from "../../src/elastic/repartition.js";
-import { presenceAnswerOf, presenceSubject } from "../../src/elastic/presence.js";
+import { presenceAnswerOf, presenceRequestBody, presenceRequestOf, presenceSubject } from "../../src/elastic/presence.js";
 
 describe("repartition retries", () => {
   test("the server's file races on a consumer being made or deleted are retried, wrapped or not", () => {
@@ -51,5 +51,22 @@ describe("presence answers", () => {
     for (const garbage of ["", "null", "[]", '{"member":"m1"}', '{"library":"other","member":"m1"}', '{"library":"nats-pcgroups","member":7}', "{"]) {
       assert.equal(presenceAnswerOf(garbage), undefined, garbage);
     }
+  });
+});
+
+describe("presence requests", () => {
+  test("an empty body asks who runs; parked-key requests round-trip; anything else is a presence request", () => {
+    assert.deepEqual(presenceRequestOf(""), { kind: "presence" });
+    for (const request of [{ kind: "park_list" as const }, { kind: "park_release" as const, seq: 42 }, { kind: "park_release" as const, seq: 7, deadLetterSubject: "ops.dlq" }]) {
+      assert.deepEqual(presenceRequestOf(presenceRequestBody(request)), request);
+    }
+    for (const other of ["{", "null", "[]", '{"pcg":"park_release"}', '{"pcg":"park_release","seq":"7"}', '{"pcg":"drop_everything"}', "hello"]) {
+      assert.deepEqual(presenceRequestOf(other), { kind: "presence" }, other);
+    }
+  });
+
+  test("an answer carries the instance's pin when it holds one", () => {
+    assert.deepEqual(presenceAnswerOf('{"library":"nats-pcgroups","member":"m1","mode":"serial","pin":"abc"}'), { library: "nats-pcgroups", member: "m1", mode: "serial", pin: "abc" });
+    assert.deepEqual(presenceAnswerOf('{"library":"nats-pcgroups","member":"m1","mode":"serial","pin":""}'), { library: "nats-pcgroups", member: "m1", mode: "serial" });
   });
 });
