@@ -163,8 +163,18 @@ describe("parked keys (issue 25 item 3)", () => {
       } finally {
         await other.nc.close();
       }
+      // Bad input: a typed error saying what is wrong; nothing changes.
+      await assert.rejects(s.member.releaseParkedKey(0), (e: Error & { code?: string }) => e.code === "INVALID_ARGUMENT" && /seq must be a stream sequence/.test(e.message));
+      await assert.rejects(s.member.releaseParkedKey(s.stuckHeadSeq, { deadLetterSubject: "ops.*" }), (e: Error & { code?: string }) => e.code === "INVALID_ARGUMENT" && /literal subject/.test(e.message));
+      await assert.rejects(releaseParkedKey(env.nc, s.stream, "g", 1.5), (e: Error & { code?: string }) => e.code === "INVALID_ARGUMENT");
+      await assert.rejects(releaseParkedKey(env.nc, s.stream, "g bad", 1), (e: Error & { code?: string }) => e.code === "INVALID_NAME");
+      // Through the presence subject, the instance's own check answers.
+      await assert.rejects(releaseParkedKey(env.nc, s.stream, "g", s.stuckHeadSeq, { deadLetterSubject: "ops.>" }), (e: Error & { code?: string }) => e.code === "INVALID_ARGUMENT" && /literal subject/.test(e.message));
+      // A dead-letter subject no stream stores: the publish's error, and the key stays blocked.
+      await assert.rejects(s.member.releaseParkedKey(s.stuckHeadSeq, { deadLetterSubject: "nobody.stores.this" }), (e: Error) => /dead letter/.test(e.message));
       await sleep(300);
       assert.equal(s.member.parkedKeys().length, 1);
+      assert.equal(s.member.parkedKeys()[0]?.parkedMessages, 99, "nothing was lost");
     } finally {
       await s.member.stop();
     }
