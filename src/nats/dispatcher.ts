@@ -634,9 +634,9 @@ export class Dispatcher {
     const releasedTo = msg.releaseTo;
     msg.releaseTo = undefined;
     const exhausted = runs >= retry.maxDeliver || releasedTo !== undefined;
-    if (exhausted && (releasedTo ?? retry.deadLetter)) {
-      const target = releasedTo ?? retry.deadLetter;
-      if (!target) return;
+    // A release to a dead-letter subject sends its failed attempt there; otherwise the last allowed attempt goes to the configured one.
+    const target = releasedTo ?? (exhausted ? retry.deadLetter : undefined);
+    if (target) {
       this.deadLetter(lane, msg, error, target, runs, () => undefined, () => this.backOff(lane, msg, retry.backoffMs(msg.attempts)));
       return;
     }
