@@ -8,6 +8,7 @@ import { assertValidGroupNames } from "../core/names.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import type { ParkedKey } from "../nats/dispatcher.js";
 import type { ReleaseOptions, ReleaseOutcome } from "../nats/member-types.js";
+import { isPermissionError } from "../nats/server-errors.js";
 import { presenceAnswerOf, presenceRequestBody, presenceSubject, type ParkingAnswer } from "./presence.js";
 
 /** A blocked key, with the member whose instance holds it. */
@@ -32,7 +33,7 @@ async function ask(nc: NatsConnection, stream: string, group: string, body: stri
   try {
     replies = await nc.requestMany(presenceSubject(stream, group), body, { strategy: "timer", maxWait: waitMs });
   } catch (err) {
-    throw new ConsumerGroupError("PERMISSION_DENIED", `could not ask the group's instances on ${presenceSubject(stream, group)}: ${err instanceof Error ? err.message : String(err)} (the user needs publish permission there)`, { cause: err });
+    throw askFailed(err, stream, group);
   }
   try {
     for await (const reply of replies) {
@@ -42,10 +43,19 @@ async function ask(nc: NatsConnection, stream: string, group: string, body: stri
       answers.push(answer);
       if (done(answer)) break;
     }
-  } catch {
-    // No responders: nobody answered.
+  } catch (err) {
+    // No responders is nobody answering; a refused publish is not.
+    if (isPermissionError(err)) throw askFailed(err, stream, group);
   }
   return answers;
+}
+
+function askFailed(err: unknown, stream: string, group: string): ConsumerGroupError {
+  const subject = presenceSubject(stream, group);
+  const detail = err instanceof Error ? err.message : String(err);
+  return isPermissionError(err)
+    ? new ConsumerGroupError("PERMISSION_DENIED", `may not ask the group's instances on ${subject}: ${detail}; grant publish permission on that subject (docs/permissions.md)`, { cause: err })
+    : new ConsumerGroupError("SERVER_ERROR", `could not ask the group's instances on ${subject}: ${detail}`, { cause: err });
 }
 
 function waitOf(options: ParkingRequestOptions): number {

@@ -34,6 +34,7 @@ import {
   elasticMemberStepDown,
   getElasticConsumerGroupConfig,
   getStaticConsumerGroupConfig,
+  listParkedKeys,
   listElasticActiveMembers,
   listElasticConsumerGroups,
   listStaticActiveMembers,
@@ -305,6 +306,12 @@ describe("security - least privilege", () => {
     assert.deepEqual((await getElasticConsumerGroupConfig(root.js, E, AUTO_GROUP)).members ?? [], [], "its stop wrote its leave");
     assert.deepEqual(seen.list, [], "no permission violation on the auto member's connection");
     seen.stop();
+  });
+
+  test("security - asking for blocked keys without publish permission on the presence subject: PERMISSION_DENIED naming it", { timeout: TIMEOUT }, async () => {
+    const member = await as("emember2");
+    const err = await thrownBy(() => listParkedKeys(member.nc, E, EG, { waitMs: 500 }));
+    assertTypedError(err, "PERMISSION_DENIED", new RegExp(`\\$PCG\\.presence\\.${E}\\.${EG}`), /grant publish permission/);
   });
 
   test("security - a member cannot modify its group: a KV put is refused and admin calls fail with PERMISSION_DENIED naming the subject", { timeout: TIMEOUT }, async () => {
