@@ -18,7 +18,7 @@ export interface ListedParkedKey extends ParkedKey {
 }
 
 /** How long a parked-key request collects answers. */
-export const PARKING_WAIT_MS = 1000;
+export const PARKING_WAIT_MS = 2000;
 
 /** Options of {@link listParkedKeys} and {@link releaseParkedKey}. */
 export interface ParkingRequestOptions {
@@ -82,14 +82,27 @@ export async function listParkedKeys(nc: NatsConnection, stream: string, group: 
  * instance that holds it tries it again now, or, with `deadLetterSubject`, publishes it
  * there and terminates it (see `ConsumerGroupMember.releaseParkedKey`).
  *
+ * The request expires when the wait ends, by this process's clock: an instance that reads
+ * it later (stalled meanwhile) does nothing, so `NOT_PARKED` means nothing was released
+ * as long as the hosts' clocks agree to well within the wait. A dead-letter release whose
+ * attempt still runs when half the wait has passed is answered `result: "pending"`: the
+ * outcome follows as a `dead_lettered` or `unblocked` status event of the member.
+ *
  * @throws ConsumerGroupError `NOT_PARKED` when no instance that answered holds it blocked; the
  *   instance's error (`INVALID_ARGUMENT`, a dead-letter publish that failed); `INVALID_NAME`, `PERMISSION_DENIED`
  */
 export async function releaseParkedKey(nc: NatsConnection, stream: string, group: string, seq: number, options: ReleaseOptions & ParkingRequestOptions = {}): Promise<ReleaseOutcome> {
   assertValidGroupNames(stream, group);
   if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a work-queue stream sequence (a whole number >= 1), got ${JSON.stringify(seq)}`);
-  const body = presenceRequestBody({ kind: "park_release", seq, ...(options.deadLetterSubject !== undefined ? { deadLetterSubject: options.deadLetterSubject } : {}) });
-  const answers = await ask(nc, stream, group, body, waitOf(options), (a) => a.released?.released === true || a.error !== undefined);
+  const waitMs = waitOf(options);
+  const body = presenceRequestBody({
+    kind: "park_release",
+    seq,
+    waitMs,
+    expiresAt: Date.now() + waitMs,
+    ...(options.deadLetterSubject !== undefined ? { deadLetterSubject: options.deadLetterSubject } : {}),
+  });
+  const answers = await ask(nc, stream, group, body, waitMs, (a) => a.released?.released === true || a.error !== undefined);
   const failed = answers.find((a) => a.error !== undefined)?.error;
   if (failed) throw new ConsumerGroupError(isKnownCode(failed.code) ? failed.code : "SERVER_ERROR", `member instance could not release seq ${seq}: ${failed.message}`);
   const released = answers.find((a) => a.released?.released === true)?.released;

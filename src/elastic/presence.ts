@@ -40,22 +40,43 @@ export interface PresenceAnswer {
 export type PresenceRequest =
   | { kind: "presence" }
   | { kind: "park_list" }
-  | { kind: "park_release"; seq: number; deadLetterSubject?: string };
+  | {
+      kind: "park_release";
+      seq: number;
+      deadLetterSubject?: string;
+      /** How long the requester waits for answers (ms): an outcome not known in half of it is answered `pending`. */
+      waitMs?: number;
+      /** When the requester stops waiting (epoch ms, its clock): an instance that reads the request later does nothing. */
+      expiresAt?: number;
+    };
 
 /** The body of a parked-key request. */
 export function presenceRequestBody(request: Exclude<PresenceRequest, { kind: "presence" }>): string {
   if (request.kind === "park_list") return JSON.stringify({ pcg: "park_list" });
-  return JSON.stringify({ pcg: "park_release", seq: request.seq, ...(request.deadLetterSubject !== undefined ? { dead_letter_subject: request.deadLetterSubject } : {}) });
+  return JSON.stringify({
+    pcg: "park_release",
+    seq: request.seq,
+    ...(request.deadLetterSubject !== undefined ? { dead_letter_subject: request.deadLetterSubject } : {}),
+    ...(request.waitMs !== undefined ? { wait_ms: request.waitMs } : {}),
+    ...(request.expiresAt !== undefined ? { expires_at: request.expiresAt } : {}),
+  });
 }
 
 /** Reads a request body; anything that is not a parked-key request asks for presence. */
 export function presenceRequestOf(body: string): PresenceRequest {
   if (body === "") return { kind: "presence" };
   try {
-    const value = JSON.parse(body) as { pcg?: unknown; seq?: unknown; dead_letter_subject?: unknown } | null;
+    const value = JSON.parse(body) as { pcg?: unknown; seq?: unknown; dead_letter_subject?: unknown; wait_ms?: unknown; expires_at?: unknown } | null;
     if (value?.pcg === "park_list") return { kind: "park_list" };
     if (value?.pcg === "park_release" && typeof value.seq === "number") {
-      return { kind: "park_release", seq: value.seq, ...(typeof value.dead_letter_subject === "string" ? { deadLetterSubject: value.dead_letter_subject } : {}) };
+      const finite = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v);
+      return {
+        kind: "park_release",
+        seq: value.seq,
+        ...(typeof value.dead_letter_subject === "string" ? { deadLetterSubject: value.dead_letter_subject } : {}),
+        ...(finite(value.wait_ms) ? { waitMs: value.wait_ms } : {}),
+        ...(finite(value.expires_at) ? { expiresAt: value.expires_at } : {}),
+      };
     }
   } catch {
     // not JSON: a presence request
@@ -115,14 +136,26 @@ function answerOf(entry: Answerer, request: PresenceRequest): string | Promise<s
   }
   if (!control) return undefined;
   if (request.kind === "park_list") return JSON.stringify({ ...entry.presence, parked: control.parkedKeys() } satisfies ParkingAnswer);
+  // Read after its requester stopped waiting (this process was stalled, say): it was answered "not parked" already.
+  if (request.expiresAt !== undefined && Date.now() > request.expiresAt) return undefined;
   const options = request.deadLetterSubject !== undefined ? { deadLetterSubject: request.deadLetterSubject } : {};
-  return control.releaseParkedKey(request.seq, options).then(
+  const outcome = control.releaseParkedKey(request.seq, options).then(
     (released) => JSON.stringify({ ...entry.presence, released } satisfies ParkingAnswer),
     (err: unknown) => {
       const code = err instanceof ConsumerGroupError ? err.code : "SERVER_ERROR";
       return JSON.stringify({ ...entry.presence, error: { code, message: err instanceof Error ? err.message : String(err) } } satisfies ParkingAnswer);
     },
   );
+  // A dead-letter release waits for the attempt running now, which may outlast the request: then it is answered pending.
+  const pendingAfterMs = Math.max(1, (request.waitMs ?? 1000) / 2);
+  let timer: NodeJS.Timeout | undefined;
+  const pending = new Promise<string>((resolve) => {
+    timer = setTimeout(() => {
+      const action = request.deadLetterSubject !== undefined ? "dead_letter" : "retry";
+      resolve(JSON.stringify({ ...entry.presence, released: { member: entry.presence.member, seq: request.seq, action, released: true, result: "pending" } } satisfies ParkingAnswer));
+    }, pendingAfterMs);
+  });
+  return Promise.race([outcome, pending]).finally(() => clearTimeout(timer));
 }
 
 /** The answerers of each connection, by presence subject. */

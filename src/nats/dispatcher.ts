@@ -19,7 +19,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
 import type { DeliveryNumbers } from "./ack-subject.js";
 import { sendToDeadLetter, type DeadLetter } from "./dead-letter.js";
-import { emptyLane, enqueueInStreamOrder, laneCanStart, LaneMessage, UNKEYED, type Lane } from "./lane.js";
+import { emptyLane, enqueueInStreamOrder, laneCanStart, LaneMessage, UNKEYED, type Lane, type PendingRelease } from "./lane.js";
 import { type ConsumerGroupMessage, deliveryNumbersOf, partitionOfStoredSubject } from "./message.js";
 import { SettledMemory } from "./settled-memory.js";
 import { WorkingSweeper } from "./working-sweeper.js";
@@ -95,6 +95,8 @@ export interface ParkingLimits {
 export interface ParkedKey {
   /** The key (`key` mode), the partition number (`partition` mode), or "" (serial mode, or a message whose key function failed). */
   key: string;
+  /** The instance's concurrency mode: in `key` mode a non-empty `key` is a key, else the lane is the partition (or the instance). */
+  mode: ConcurrencyMode;
   /** The partition of the blocked message. */
   partition: number;
   /** The blocked message's stream sequence (in the stream the member consumes: the work queue, in elastic groups). */
@@ -120,6 +122,13 @@ export type ReleaseAction =
 
 /** How a blocked lane ended. */
 export type UnblockOutcome = "handled" | "dead_lettered" | "given_back";
+
+/**
+ * What a release did: its retry started (or the attempt running now is it), the message
+ * was dead-lettered, or, for a dead-letter release that waited for the attempt running
+ * then, that attempt succeeded (handled) or the message was given back with its partition.
+ */
+export type ReleaseResult = "retrying" | UnblockOutcome;
 
 /** What the dispatcher reports. */
 export interface DispatchEvents {
@@ -504,6 +513,12 @@ export class Dispatcher {
     if (msg.keyError !== undefined) this.unkeyedDone(msg);
     if (msg.reportedBlocked) this.unblocked(lane, msg);
     const settlement = msg.settlement;
+    const pending = msg.pendingRelease;
+    if (pending) {
+      // A dead-letter release waited for this attempt, and it did not fail.
+      msg.pendingRelease = undefined;
+      pending.resolve(settlement === "ack" ? "handled" : settlement === "term" ? "dead_lettered" : "given_back");
+    }
     if (settlement === "ack" || settlement === "term") {
       this.settled.remember(msg.seq, settlement);
       this.policy.retry?.attempts?.settled(msg.seq)?.catch((error: unknown) => this.events.onAttemptsUnrecorded?.(msg, error));
@@ -631,13 +646,24 @@ export class Dispatcher {
   private afterFailure(lane: Lane, msg: LaneMessage, error: unknown, retry: RetryPolicy, runs: number): void {
     msg.runs = runs;
     msg.lastError = error;
-    const releasedTo = msg.releaseTo;
-    msg.releaseTo = undefined;
-    const exhausted = runs >= retry.maxDeliver || releasedTo !== undefined;
+    const pending = msg.pendingRelease;
+    msg.pendingRelease = undefined;
+    const exhausted = runs >= retry.maxDeliver || pending !== undefined;
     // A release to a dead-letter subject sends its failed attempt there; otherwise the last allowed attempt goes to the configured one.
-    const target = releasedTo ?? (exhausted ? retry.deadLetter : undefined);
+    const target = pending?.target ?? (exhausted ? retry.deadLetter : undefined);
     if (target) {
-      this.deadLetter(lane, msg, error, target, runs, () => undefined, () => this.backOff(lane, msg, retry.backoffMs(msg.attempts)));
+      this.deadLetter(
+        lane,
+        msg,
+        error,
+        target,
+        runs,
+        () => pending?.resolve("dead_lettered"),
+        (publishError) => {
+          pending?.reject(asError(publishError));
+          this.backOff(lane, msg, retry.backoffMs(msg.attempts));
+        },
+      );
       return;
     }
     if (this.stopping || this.yielding) {
@@ -647,7 +673,10 @@ export class Dispatcher {
     if (exhausted && msg.reportedBlocked) {
       // Blocked: still retried in place (a fix downstream unblocks the key), but less and less often.
       msg.blockedRetries += 1;
-      return this.backOff(lane, msg, blockedRetryDelayMs(retry.backoffMs(msg.attempts), msg.blockedRetries));
+      // A retry release that came while this attempt ran: the next one starts at once.
+      const delay = msg.retryNow ? 0 : blockedRetryDelayMs(retry.backoffMs(msg.attempts), msg.blockedRetries);
+      msg.retryNow = false;
+      return this.backOff(lane, msg, delay);
     }
     if (exhausted) {
       msg.reportedBlocked = true;
@@ -712,7 +741,11 @@ export class Dispatcher {
     if (lane.parked > before) this.hooks.onRoom?.();
   }
 
-  /** A blocked head is done with: the messages parked behind it take buffer slots again, in order. */
+  /**
+   * A blocked head is done with: the messages parked behind it take buffer slots again,
+   * in order, and the room they leave goes to the other blocked lanes' messages that
+   * took buffer slots while parking was full.
+   */
   private unblocked(lane: Lane, msg: LaneMessage): void {
     this.queuedCount += lane.parked;
     this.parkedCount -= lane.parked;
@@ -720,7 +753,12 @@ export class Dispatcher {
     lane.parked = 0;
     lane.parkedBytes = 0;
     const limits = this.policy.parking;
-    if (limits && this.parkedCount < limits.maxMessages && this.parkedByteCount < limits.maxBytes) this.parkingFullReported = false;
+    if (limits && this.parkedCount < limits.maxMessages && this.parkedByteCount < limits.maxBytes) {
+      this.parkingFullReported = false;
+      for (const other of this.lanes.values()) {
+        if (other !== lane && other.head?.reportedBlocked && other.parked < other.queue.length) this.parkQueue(other);
+      }
+    }
     const settlement = msg.settlement;
     this.events.onUnblocked?.(this.publicKey(lane.key), msg, settlement === "ack" ? "handled" : settlement === "term" ? "dead_lettered" : "given_back");
   }
@@ -733,6 +771,7 @@ export class Dispatcher {
       if (!head?.reportedBlocked) continue;
       keys.push({
         key: this.publicKey(lane.key),
+        mode: this.policy.mode,
         partition: head.partition,
         seq: head.seq,
         subject: head.subject,
@@ -750,21 +789,26 @@ export class Dispatcher {
    * dead-letters it. An attempt that runs now finishes first (dead-letter: if it fails,
    * it goes to the target instead of blocking again).
    *
-   * @returns false when no blocked lane's head has that sequence; true once the retry
-   *   was started, or the dead letter stored (or, for an attempt running now, noted)
+   * @returns undefined when no blocked lane's head has that sequence; else what became
+   *   of it: `retrying`, or for a dead-letter release `dead_lettered` once stored (an
+   *   attempt running then is waited for: `handled` when it succeeded instead)
    * @throws the dead-letter publish's error (the message stays blocked)
    */
-  async release(seq: number, action: ReleaseAction): Promise<boolean> {
-    if (this.stopping || this.yielding) return false;
+  async release(seq: number, action: ReleaseAction): Promise<ReleaseResult | undefined> {
+    if (this.stopping || this.yielding) return undefined;
     for (const lane of this.lanes.values()) {
       const head = lane.head;
       if (head?.seq !== seq || !head.reportedBlocked) continue;
       const waiting = this.waitingForRetry(lane, head);
-      if (action.kind === "dead_letter" && !waiting) {
-        head.releaseTo = action.target; // its attempt runs (or is being counted): its outcome decides
-        return true;
+      if (!waiting) {
+        // Its attempt runs (or is being counted): its outcome decides.
+        if (action.kind === "retry") {
+          head.retryNow = true;
+          return "retrying";
+        }
+        head.pendingRelease ??= pendingRelease(action.target);
+        return head.pendingRelease.promise;
       }
-      if (!waiting) return true; // it is being tried right now
       clearTimeout(head.retryTimer);
       head.retryTimer = undefined;
       const due = this.retries.indexOf(lane);
@@ -773,19 +817,26 @@ export class Dispatcher {
         head.blockedRetries = 0;
         this.retries.push(lane);
         this.pump();
-        return true;
+        return "retrying";
       }
       const error = head.lastError ?? new Error("released to a dead-letter subject");
-      await new Promise<void>((resolve, reject) => {
+      return new Promise<ReleaseResult>((resolve, reject) => {
         // Meanwhile it counts as in progress: a drain waits for the publish, a give-back leaves it.
-        this.deadLetter(lane, head, error, action.target, head.runs, resolve, (publishError) => {
-          this.backOff(lane, head, BLOCKED_RETRY_CAP_MS);
-          reject(publishError instanceof Error ? publishError : new Error(String(publishError)));
-        });
+        this.deadLetter(
+          lane,
+          head,
+          error,
+          action.target,
+          head.runs,
+          () => resolve("dead_lettered"),
+          (publishError) => {
+            this.backOff(lane, head, BLOCKED_RETRY_CAP_MS);
+            reject(asError(publishError));
+          },
+        );
       });
-      return true;
     }
-    return false;
+    return undefined;
   }
 
   /** Whether a lane's head waits for its next attempt: backing off, or due and queued for a handler slot. */
@@ -896,6 +947,23 @@ export const BLOCKED_RETRY_CAP_MS = 30_000;
 export function blockedRetryDelayMs(backoffMs: number, blockedRetries: number): number {
   const cap = Math.max(backoffMs, BLOCKED_RETRY_CAP_MS);
   return Math.min(cap, Math.max(1, backoffMs) * 2 ** Math.min(blockedRetries, 30));
+}
+
+/** A dead-letter release that waits for the attempt running now. */
+function pendingRelease(target: DeadLetter): PendingRelease {
+  let resolve: PendingRelease["resolve"] = () => undefined;
+  let reject: PendingRelease["reject"] = () => undefined;
+  const promise = new Promise<"dead_lettered" | "handled" | "given_back">((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Its caller may have stopped waiting (a release request that timed out): the outcome is in the status events then.
+  promise.catch(() => undefined);
+  return { target, promise, resolve, reject };
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 function keyFailure(msg: ConsumerGroupMessage, error: unknown): ConsumerGroupError {

@@ -35,8 +35,10 @@ export class LaneMessage extends ConsumerGroupMessage {
   runs = 0;
   /** When its lane was reported blocked (epoch ms). */
   blockedSince = 0;
-  /** Set by a release while its attempt runs: if that attempt fails, it goes there instead of blocking again. */
-  releaseTo: DeadLetter | undefined = undefined;
+  /** Set by a dead-letter release while its attempt runs: if that attempt fails, it goes there instead of blocking again. */
+  pendingRelease: PendingRelease | undefined = undefined;
+  /** Set by a retry release while its attempt runs (or is counted): if it fails, the next one starts at once. */
+  retryNow = false;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery
@@ -65,6 +67,16 @@ export class LaneMessage extends ConsumerGroupMessage {
     if (this.settlement === undefined) this.nakDelayMs = delayMs ?? 0;
     super.nak(delayMs);
   }
+}
+
+/** A dead-letter release waiting for the outcome of the attempt that runs now. */
+export interface PendingRelease {
+  /** Where the message goes if the attempt fails. */
+  target: DeadLetter;
+  /** Settles with what became of the message. */
+  promise: Promise<"dead_lettered" | "handled" | "given_back">;
+  resolve(result: "dead_lettered" | "handled" | "given_back"): void;
+  reject(error: Error): void;
 }
 
 /** One lane's state. */

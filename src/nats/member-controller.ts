@@ -190,8 +190,8 @@ export class MemberController<C> implements ConsumerGroupMember {
     if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a stream sequence (a whole number >= 1), got ${JSON.stringify(seq)}`);
     const subject = options.deadLetterSubject;
     const action: ReleaseAction = subject === undefined ? { kind: "retry" } : { kind: "dead_letter", target: this.settings.deadLetterTo(subject) };
-    const released = this.state.name === "consuming" ? await this.state.session.release(seq, action) : false;
-    return { member: this.member, seq, action: action.kind, released };
+    const result = this.state.name === "consuming" ? await this.state.session.release(seq, action) : undefined;
+    return { member: this.member, seq, action: action.kind, released: result !== undefined, ...(result !== undefined ? { result } : {}) };
   }
 
   status(): AsyncIterable<MemberStatus> {

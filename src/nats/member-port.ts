@@ -6,7 +6,7 @@
 import type { ConsumerGroupError } from "../core/errors.js";
 import type { ConfigEvent, StoredConfig } from "./config-store.js";
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
-import type { ParkedKey, ReleaseAction } from "./dispatcher.js";
+import type { ParkedKey, ReleaseAction, ReleaseResult } from "./dispatcher.js";
 
 /** A running consume of the member's consumer. */
 export interface ConsumeSession {
@@ -21,7 +21,7 @@ export interface ConsumeSession {
   /** The blocked keys (see `Dispatcher.parkedKeys`). */
   parkedKeys(): ParkedKey[];
   /** Releases a blocked message (see `Dispatcher.release`). */
-  release(seq: number, action: ReleaseAction): Promise<boolean>;
+  release(seq: number, action: ReleaseAction): Promise<ReleaseResult | undefined>;
   /**
    * Stops pulling and drains (see `PinnedConsumer.stop`).
    *

@@ -5,7 +5,7 @@
 import type { MeterProviderLike } from "./metrics.js";
 import type { ConsumerGroupError } from "../core/errors.js";
 import type { DeadLetter } from "./dead-letter.js";
-import type { DispatchPolicy, ParkedKey } from "./dispatcher.js";
+import type { DispatchPolicy, ParkedKey, ReleaseResult } from "./dispatcher.js";
 import type { MessageHandler } from "./pinned-consumer.js";
 
 /** What a member instance reports on {@link ConsumerGroupMember.status}. */
@@ -351,6 +351,13 @@ export interface ReleaseOutcome {
   action: "retry" | "dead_letter";
   /** False when no key of the instance was blocked on `seq`. */
   released: boolean;
+  /**
+   * What became of it: its retry started (`retrying`), it was dead-lettered, or (a
+   * dead-letter release that waited for the attempt running then) that attempt
+   * succeeded (`handled`) or it was given back with its partition. `pending` (asked over
+   * the presence subject only): the attempt still runs; the outcome follows in the status events.
+   */
+  result?: ReleaseResult | "pending";
 }
 
 /** Callbacks on the partitions and the pin of an instance; each may be async and is awaited. */

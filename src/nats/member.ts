@@ -15,7 +15,7 @@ import { createMemberMetrics } from "./metrics.js";
 import { MemberController } from "./member-controller.js";
 import type { Classification, ConfigWatch, ConsumeSession, EnsureResult, MemberPort, RefreshResult } from "./member-port.js";
 import type { MemberSettings } from "./member-types.js";
-import type { ParkedKey, ReleaseAction } from "./dispatcher.js";
+import type { ParkedKey, ReleaseAction, ReleaseResult } from "./dispatcher.js";
 import { currentPin, PinnedConsumer, type PinnedConsumerEvents } from "./pinned-consumer.js";
 import type { FirstStored } from "./skipped-message.js";
 import { ApiCode, apiErrorCode, isPermissionError, permissionMessage, permissionViolation, wrapServerError, type PermissionViolation } from "./server-errors.js";
@@ -92,7 +92,7 @@ class PinnedSession implements ConsumeSession {
   parkedKeys(): ParkedKey[] {
     return this.runner.parkedKeys();
   }
-  release(seq: number, action: ReleaseAction): Promise<boolean> {
+  release(seq: number, action: ReleaseAction): Promise<ReleaseResult | undefined> {
     return this.runner.release(seq, action);
   }
   stop(timeoutMs: number): Promise<boolean> {

@@ -18,7 +18,7 @@ import type { Consumer, ConsumerInfo, ConsumerMessages, JetStreamClient, JsMsg }
 import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { PRIORITY_GROUP } from "../core/names.js";
 import { deliveryNumbersOf, type ConsumerGroupMessage } from "./message.js";
-import { Dispatcher, type DispatchEvents, type DispatchPolicy, type ParkedKey, type ReleaseAction } from "./dispatcher.js";
+import { Dispatcher, type DispatchEvents, type DispatchPolicy, type ParkedKey, type ReleaseAction, type ReleaseResult } from "./dispatcher.js";
 import { FilterSet } from "../core/filter-set.js";
 import { largestPossibleDelivery, pullRoom } from "./pull-room.js";
 import {
@@ -231,7 +231,7 @@ export class PinnedConsumer {
   }
 
   /** Releases a blocked message (see `Dispatcher.release`). */
-  release(seq: number, action: ReleaseAction): Promise<boolean> {
+  release(seq: number, action: ReleaseAction): Promise<ReleaseResult | undefined> {
     return this.dispatcher.release(seq, action);
   }
 

@@ -66,6 +66,7 @@ export interface HealthInput {
   parkedKeys?: {
     member: string;
     key: string;
+    mode: string;
     partition: number;
     seq: number;
     attempts: number;
@@ -98,7 +99,7 @@ export function healthFindings(input: HealthInput): HealthFinding[] {
   const findings: HealthFinding[] = [];
   for (const k of input.parkedKeys ?? []) {
     const names = input.names ? `${input.names.stream} ${input.names.group}` : "<stream> <name>";
-    const what = k.key === "" ? `partition ${k.partition}` : `key "${k.key}"`;
+    const what = k.mode === "key" && k.key !== "" ? `key "${k.key}"` : k.mode === "serial" ? "the instance" : `partition ${k.partition}`;
     findings.push({
       code: "KEY_BLOCKED",
       severity: "error",

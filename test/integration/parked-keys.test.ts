@@ -11,6 +11,8 @@ import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js"
 import { nanos } from "../helpers/load-scenario.js";
 import { sleep } from "../helpers/load-harness.js";
 import { killAllCg, runCg, runCgJson } from "../helpers/cli-run.js";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 
 describe("parked keys (issue 25 item 3)", () => {
   let env: TestEnv;
@@ -114,7 +116,7 @@ describe("parked keys (issue 25 item 3)", () => {
       const other = await env.connect();
       try {
         const outcome = await releaseParkedKey(other.nc, s.stream, "g", s.stuckHeadSeq);
-        assert.deepEqual(outcome, { member: "m1", seq: s.stuckHeadSeq, action: "retry", released: true });
+        assert.deepEqual(outcome, { member: "m1", seq: s.stuckHeadSeq, action: "retry", released: true, result: "retrying" });
       } finally {
         await other.nc.close();
       }
@@ -135,7 +137,7 @@ describe("parked keys (issue 25 item 3)", () => {
     try {
       await waitFor(() => s.member.parkedKeys().find((p) => p.parkedMessages === 99), 20_000, "the key parked");
       const outcome = await s.member.releaseParkedKey(s.stuckHeadSeq, { deadLetterSubject: `${dlq}.letters` });
-      assert.deepEqual(outcome, { member: "m1", seq: s.stuckHeadSeq, action: "dead_letter", released: true });
+      assert.deepEqual(outcome, { member: "m1", seq: s.stuckHeadSeq, action: "dead_letter", released: true, result: "dead_lettered" });
       await waitFor(() => s.handled.get("stuck")?.length === 99, 10_000, "the 99 behind it handled");
       assert.deepEqual(s.handled.get("stuck"), Array.from({ length: 99 }, (_, i) => i + 1), "in order");
       const letter = await env.jsm.streams.getMessage(dlq, { last_by_subj: `${dlq}.letters` });
@@ -212,6 +214,77 @@ describe("parked keys (issue 25 item 3)", () => {
       assert.equal(empty.stdout, `no blocked keys in ${s.stream}.g (among the running instances that answered)\n`);
     } finally {
       await s.member.stop();
+    }
+  });
+
+  test("a dead-letter release asked over the presence subject while the blocked message's attempt runs longer than the wait: answered pending, then dead-lettered (review F2)", async () => {
+    const stream = uniqueName("pend");
+    const dlq = uniqueName("DLQ");
+    await env.jsm.streams.add({ name: dlq, subjects: [`${dlq}.letters`], storage: "memory" });
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], storage: "memory" });
+    await createElastic(env.js, { stream, group: "g", maxMembers: 2, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(env.js, stream, "g", ["m1"]);
+    const head = await env.js.publish(`${stream}.slow`, JSON.stringify({ key: "slow", n: 0 }));
+    const events: MemberStatus[] = [];
+    let attemptRuns = false;
+    const member = await elasticConsume(env.js, {
+      stream,
+      group: "g",
+      member: "m1",
+      concurrency: "key",
+      retry: { maxDeliver: 1, backoffMs: 100 },
+      consumerConfig: { ack_wait: nanos(5000) },
+      handler: async () => {
+        attemptRuns = true;
+        await sleep(1500);
+        attemptRuns = false;
+        throw new Error("times out downstream");
+      },
+    });
+    void (async () => {
+      for await (const e of member.status()) events.push(e);
+    })();
+    try {
+      await waitFor(() => member.parkedKeys().length === 1, 10_000, "the key to block");
+      // Asked while a blocked retry runs: it takes 1.5 s, longer than half the 1 s wait.
+      await waitFor(() => attemptRuns, 10_000, "a blocked retry to start");
+      const outcome = await releaseParkedKey(env.nc, stream, "g", head.seq, { deadLetterSubject: `${dlq}.letters`, waitMs: 1000 });
+      assert.deepEqual(outcome, { member: "m1", seq: head.seq, action: "dead_letter", released: true, result: "pending" });
+      assert.equal((await env.jsm.streams.info(dlq)).state.messages, 0, "not yet: the attempt still runs");
+      await waitFor(async () => (await env.jsm.streams.info(dlq)).state.messages === 1, 10_000, "the dead letter once the attempt failed");
+      await waitFor(() => member.parkedKeys().length === 0, 5000, "the key no longer blocked");
+    } finally {
+      await member.stop();
+    }
+  });
+
+  test("a release that reaches a stalled instance only after the requester stopped waiting does nothing: NOT_PARKED holds (review F3)", { timeout: 90_000 }, async () => {
+    const stream = uniqueName("stall");
+    const dlq = uniqueName("DLQ");
+    await env.jsm.streams.add({ name: dlq, subjects: [`${dlq}.letters`], storage: "memory" });
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.*`], storage: "memory" });
+    await createElastic(env.js, { stream, group: "g", maxMembers: 2, partitioningFilters: [{ filter: `${stream}.*`, partitioning_wildcards: [1] }] });
+    await addMembers(env.js, stream, "g", ["m1"]);
+    const head = await env.js.publish(`${stream}.stuck`, JSON.stringify({ key: "stuck", n: 0 }));
+    const childFile = fileURLToPath(new URL("../helpers/parked-member-child.js", import.meta.url));
+    const child = spawn(process.execPath, [childFile, JSON.stringify({ url: env.server.url, stream, group: "g", member: "m1" })], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on("data", (d: Buffer) => d.toString().includes('"ready"') && resolve());
+        child.once("exit", (code) => reject(new Error(`the member process exited (${code})`)));
+      });
+      await waitFor(async () => (await listParkedKeys(env.nc, stream, "g", { waitMs: 300 })).length === 1, 20_000, "the key parked in the member process");
+      child.kill("SIGSTOP");
+      await assert.rejects(releaseParkedKey(env.nc, stream, "g", head.seq, { deadLetterSubject: `${dlq}.letters`, waitMs: 1000 }), (e: Error & { code?: string }) => e.code === "NOT_PARKED");
+      await sleep(1500);
+      child.kill("SIGCONT");
+      await sleep(1500);
+      assert.equal((await env.jsm.streams.info(dlq)).state.messages, 0, "the stale request was not carried out");
+      const still = await listParkedKeys(env.nc, stream, "g", { waitMs: 500 });
+      assert.deepEqual(still.map((p) => p.seq), [head.seq], "the key is still parked");
+    } finally {
+      child.kill("SIGCONT");
+      child.kill("SIGKILL");
     }
   });
 });

@@ -1124,7 +1124,7 @@ describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
     const rooms = { n: 0 };
     const d = new Dispatcher(
       (msg) => {
-        if (keyOf(msg) === "stuck" && broken.on) throw new Error("downstream down");
+        if (keyOf(msg).startsWith("stuck") && broken.on) throw new Error("downstream down");
       },
       policy({ mode: "key", retry: { maxDeliver: 2, backoffMs: () => 5 }, parking: { maxMessages, maxBytes } }),
       { ...events, onUnblocked: (lane, msg, outcome) => void unblocked.push(`${lane}/${msg.seq}:${outcome}`), onParkingFull: (messages) => void full.push(messages) },
@@ -1187,8 +1187,8 @@ describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
     for (let s = 2; s <= 4; s++) d.push(delivery(s, "stuck").js);
     await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
     broken.on = false;
-    assert.equal(await d.release(99, { kind: "retry" }), false, "nothing is blocked on seq 99");
-    assert.equal(await d.release(1, { kind: "retry" }), true);
+    assert.equal(await d.release(99, { kind: "retry" }), undefined, "nothing is blocked on seq 99");
+    assert.equal(await d.release(1, { kind: "retry" }), "retrying");
     await waitFor(() => log.handled.length === 4, 1000, "the key's four messages handled");
     assert.deepEqual(log.handled, [1, 2, 3, 4]);
     assert.deepEqual(unblocked, ["stuck/1:handled"]);
@@ -1206,7 +1206,7 @@ describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
     await waitFor(() => log.blocked.length === 1, 2000, "the key to block");
     const published: string[] = [];
     const target = { subject: "dlq.ops", idPrefix: "p", publish: (to: string) => Promise.resolve(void published.push(to)) };
-    assert.equal(await d.release(1, { kind: "dead_letter", target }), true);
+    assert.equal(await d.release(1, { kind: "dead_letter", target }), "dead_lettered");
     assert.deepEqual(published, ["dlq.ops"]);
     assert.deepEqual(log.deadLettered, [{ seq: 1, subject: "dlq.ops" }]);
     assert.ok(stuck.calls.some((c) => c.startsWith("term")), stuck.calls.join(","));
@@ -1226,28 +1226,103 @@ describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
     await d.drain(1000);
   });
 
-  test("dispatcher - a dead-letter release while the head's attempt runs: if that attempt fails, it goes to the subject", async () => {
+  /** A key-mode dispatcher whose handler waits for the test to let each attempt end, failing or not. */
+  function gated(): { d: Dispatcher; log: Recorded; gate: Gate; outcome: { fail: boolean } } {
     const { events, log } = recorder();
     const gate = new Gate();
+    const outcome = { fail: true };
     const d = new Dispatcher(
       async (msg) => {
         await gate.handler(msg);
-        throw new Error("still down");
+        if (outcome.fail) throw new Error("still down");
       },
       policy({ mode: "key", retry: { maxDeliver: 1, backoffMs: () => 60_000 }, parking: { maxMessages: 10, maxBytes: 1 << 20 } }),
       events,
     );
+    return { d, log, gate, outcome };
+  }
+
+  test("dispatcher - a dead-letter release while the head's attempt runs waits for it: it fails, so it goes to the subject", async () => {
+    const { d, log, gate } = gated();
     d.push(delivery(1, "stuck").js);
     await gate.release(1); // first attempt fails: blocked, next one in 60 s
     await waitFor(() => log.blocked.length === 1, 1000, "the key to block");
-    assert.equal(await d.release(1, { kind: "retry" }), true);
+    assert.equal(await d.release(1, { kind: "retry" }), "retrying");
     await waitFor(() => gate.running.has(1), 1000, "the retry to start at once");
     const published: string[] = [];
     const target = { subject: "dlq.ops", idPrefix: "p", publish: (to: string) => Promise.resolve(void published.push(to)) };
-    assert.equal(await d.release(1, { kind: "dead_letter", target }), true, "noted while it runs");
+    const released = d.release(1, { kind: "dead_letter", target });
     await gate.release(1);
-    await waitFor(() => log.deadLettered.length === 1, 1000, "dead-lettered after the running attempt failed");
+    assert.equal(await released, "dead_lettered", "settled by the running attempt's failure");
     assert.deepEqual(published, ["dlq.ops"]);
+    assert.deepEqual(log.deadLettered, [{ seq: 1, subject: "dlq.ops" }]);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - a dead-letter release while the attempt runs, to a subject nobody stores: it rejects with the publish's error and the key stays blocked", async () => {
+    const { d, log, gate } = gated();
+    d.push(delivery(1, "stuck").js);
+    d.push(delivery(2, "stuck").js);
+    await gate.release(1);
+    await waitFor(() => log.blocked.length === 1, 1000, "the key to block");
+    await d.release(1, { kind: "retry" });
+    await waitFor(() => gate.running.has(1), 1000, "the retry to start");
+    const target = { subject: "nowhere", idPrefix: "p", publish: () => Promise.reject(new Error("no stream stores nowhere")) };
+    const failure = d.release(1, { kind: "dead_letter", target }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await gate.release(1);
+    assert.match(String(await failure), /no stream stores nowhere/);
+    assert.equal(d.parkedKeys().length, 1, "still blocked");
+    assert.equal(d.parkedKeys()[0]?.parkedMessages, 1);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - a dead-letter release while the attempt runs, and the attempt succeeds: handled, nothing dead-lettered", async () => {
+    const { d, log, gate, outcome } = gated();
+    d.push(delivery(1, "stuck").js);
+    await gate.release(1);
+    await waitFor(() => log.blocked.length === 1, 1000, "the key to block");
+    await d.release(1, { kind: "retry" });
+    await waitFor(() => gate.running.has(1), 1000, "the retry to start");
+    const target = { subject: "dlq.ops", idPrefix: "p", publish: () => assert.fail("not dead-lettered") };
+    const released = d.release(1, { kind: "dead_letter", target });
+    outcome.fail = false;
+    await gate.release(1);
+    assert.equal(await released, "handled");
+    assert.deepEqual(log.handled, [1]);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - a retry release while the attempt runs: if it fails, the next attempt starts at once, not after the doubled backoff", async () => {
+    const { d, log, gate } = gated();
+    d.push(delivery(1, "stuck").js);
+    await gate.release(1);
+    await waitFor(() => log.blocked.length === 1, 1000, "the key to block");
+    await d.release(1, { kind: "retry" });
+    await waitFor(() => gate.running.has(1), 1000, "the first retry to start");
+    assert.equal(await d.release(1, { kind: "retry" }), "retrying", "asked while it runs");
+    await gate.release(1);
+    await waitFor(() => gate.running.has(1), 1000, "the next attempt to start at once (its backoff is 60 s)");
+    await gate.release(1);
+    await d.drain(1000);
+  });
+
+  test("dispatcher - once parking has room again, blocked keys' messages that took buffer slots while it was full are parked (review F1)", async () => {
+    const { d, log } = parking(3);
+    d.push(delivery(1, "stuck-a").js);
+    d.push(delivery(2, "stuck-b").js);
+    await waitFor(() => log.blocked.length === 2, 2000, "a and b to block");
+    for (let s = 3; s <= 5; s++) d.push(delivery(s, "stuck-a").js); // a parks 3: parking is full
+    d.push(delivery(6, "stuck-b").js);
+    d.push(delivery(7, "stuck-b").js); // b's take buffer slots
+    assert.equal(d.parked, 3);
+    assert.equal(d.size, 4, "two blocked heads and b's two messages");
+    // a's head is dead-lettered: its 3 messages take slots again, and b's 2 are parked in the room they left.
+    const target = { subject: "dlq.ops", idPrefix: "p", publish: () => Promise.resolve() };
+    assert.equal(await d.release(1, { kind: "dead_letter", target }), "dead_lettered");
+    assert.equal(d.parked, 2, "b's two messages are parked now");
     await d.drain(1000);
   });
 

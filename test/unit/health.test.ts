@@ -53,16 +53,18 @@ test("health - a blocked key is an error finding that names the key, the member,
   const found = healthFindings({
     ...input(undefined, [0, 1]),
     parkedKeys: [
-      { member: "m1", key: "cust-7", partition: 1, seq: 1042, attempts: 5, parkedMessages: 99, error: "downstream refuses it" },
-      { member: "m1", key: "", partition: 0, seq: 17, attempts: 3, parkedMessages: 0, error: "no key" },
+      { member: "m1", key: "cust-7", mode: "key", partition: 1, seq: 1042, attempts: 5, parkedMessages: 99, error: "downstream refuses it" },
+      { member: "m1", key: "", mode: "key", partition: 0, seq: 17, attempts: 3, parkedMessages: 0, error: "no key" },
+      { member: "m2", key: "3", mode: "partition", partition: 3, seq: 20, attempts: 3, parkedMessages: 4, error: "boom" },
     ],
     names: { stream: "orders", group: "shipping" },
   }).filter((f) => f.code === "KEY_BLOCKED");
-  assert.equal(found.length, 2);
+  assert.equal(found.length, 3);
   assert.deepEqual([found[0]?.severity, found[0]?.member, found[0]?.partition], ["error", "m1", 1]);
   assert.equal(
     found[0]?.message,
     'key "cust-7" of member m1 is blocked on seq 1042 after 5 attempts (downstream refuses it), 99 messages wait behind it: fix what fails and run "cg elastic park release orders shipping 1042", or dead-letter it with --dead-letter <subject>',
   );
   assert.match(found[1]?.message ?? "", /^partition 0 of member m1 is blocked on seq 17/, "a lane without a key is named by its partition");
+  assert.match(found[2]?.message ?? "", /^partition 3 of member m2 is blocked on seq 20/, "partition mode names the partition (review F4)");
 });

@@ -57,8 +57,8 @@ class FakeSession implements ConsumeSession {
   parkedKeys(): ParkedKey[] {
     return [];
   }
-  release(): Promise<boolean> {
-    return Promise.resolve(false);
+  release(): Promise<undefined> {
+    return Promise.resolve(undefined);
   }
   stop(timeoutMs: number): Promise<boolean> {
     this.stops.push(timeoutMs);

@@ -24,15 +24,25 @@ export interface ParkedListDoc {
 /** `park ls`: one row per blocked key, or a line saying there is none. */
 export function renderParked(doc: ParkedListDoc, s: Styler): string {
   if (doc.parked.length === 0) return `no blocked keys in ${doc.stream}.${doc.group} (among the running instances that answered)`;
-  const rows = doc.parked.map((p) => [p.member, p.key === "" ? s.dim("-") : p.key, String(p.partition), String(p.seq), String(p.attempts), String(p.parkedMessages), p.since, p.error]);
+  const rows = doc.parked.map((p) => [p.member, p.mode === "key" && p.key !== "" ? p.key : s.dim("-"), String(p.partition), String(p.seq), String(p.attempts), String(p.parkedMessages), p.since, p.error]);
   return `${table(["MEMBER", "KEY", "PARTITION", "SEQ", "ATTEMPTS", "WAITING", "SINCE", "LAST ERROR"], rows, s)}\n\nrelease one with: cg elastic park release ${doc.stream} ${doc.group} <seq> [--dead-letter <subject>]`;
 }
 
 /** `park release`: what was done. */
 export function renderReleased(doc: ReleaseOutcome): string {
-  return doc.action === "retry"
-    ? `seq ${doc.seq} released on member ${doc.member}: its next attempt runs now (if it fails again, its key blocks again)`
-    : `seq ${doc.seq} released on member ${doc.member}: dead-lettered, its key goes on`;
+  const head = `seq ${doc.seq} released on member ${doc.member}`;
+  switch (doc.result) {
+    case "dead_lettered":
+      return `${head}: dead-lettered, its key goes on`;
+    case "handled":
+      return `${head}: the attempt running then succeeded, so it was not dead-lettered; its key goes on`;
+    case "given_back":
+      return `${head}: its partition moved meanwhile; its new owner has it (list the blocked keys again)`;
+    case "pending":
+      return `${head}: its attempt is still running; it is dead-lettered if that attempt fails (see the member's events, or list the blocked keys again)`;
+    default:
+      return `${head}: its next attempt runs now (if it fails again, its key blocks again)`;
+  }
 }
 
 /** `elastic park ls|release`. */
