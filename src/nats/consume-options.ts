@@ -13,6 +13,7 @@ import type { ConcurrencyMode, DispatchPolicy, RetryPolicy } from "./dispatcher.
 import type { DeadLetter } from "./dead-letter.js";
 import type { ConsumerGroupMessage } from "./message.js";
 import { wrapServerError } from "./server-errors.js";
+import { connectionOf } from "./client-seam.js";
 import { MODE_KEY } from "./consumer-mode.js";
 
 /** Options of `staticConsume` and `elasticConsume`. */
@@ -243,6 +244,9 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
   };
 }
 
+/** How long the terminate of a dead-lettered message waits for the server's confirmation. */
+const TERM_CONFIRM_TIMEOUT_MS = 5000;
+
 /** The longest AckWait a member accepts, in ms (7 days): its timers run to twice AckWait. */
 const MAX_ACK_WAIT_MS = 7 * 24 * 3600 * 1000;
 
@@ -295,6 +299,7 @@ export function deadLetterTarget(js: JetStreamClient, stream: string, group: str
         throw wrapServerError(err, `publishing a dead letter to "${to}"`, "a stream must store the dead-letter subject");
       }
     },
+    request: (to, payload) => connectionOf(js).request(to, payload, { timeout: TERM_CONFIRM_TIMEOUT_MS }),
   };
 }
 

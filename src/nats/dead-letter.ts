@@ -17,6 +17,11 @@ export interface DeadLetter {
    * stream's duplicate window instead of stored twice.
    */
   publish(subject: string, payload: Uint8Array, headers: MsgHdrs, msgId: string): Promise<void>;
+  /**
+   * Sends `payload` to `subject` as a request and resolves on the answer: the dead-lettered
+   * message's terminate is confirmed with it. Absent: the terminate is sent and not confirmed.
+   */
+  request?(subject: string, payload: string): Promise<unknown>;
 }
 
 /** Header names of a dead letter. */
@@ -65,10 +70,15 @@ export function deadLetterHeaders(msg: ConsumerGroupMessage, key: string, attemp
 /**
  * Stores `msg`'s dead letter at `target`, then terminates `msg` (only once it is
  * stored: a failed publish leaves the message to be tried again).
+ *
+ * @returns whether the server confirmed the terminate (an unconfirmed one may be lost, and the message come back); undefined when `target` cannot ask
  */
-export async function sendToDeadLetter(target: DeadLetter, msg: ConsumerGroupMessage, key: string, attempts: number, error: unknown): Promise<void> {
+export async function sendToDeadLetter(target: DeadLetter, msg: ConsumerGroupMessage, key: string, attempts: number, error: unknown): Promise<boolean | undefined> {
   const headers = deadLetterHeaders(msg, key, attempts, error);
   // The id names the group and the stored message (its sequence and time, so a recreated stream's reused sequence is another id).
   await target.publish(target.subject, msg.data, headers, `${target.idPrefix}:${msg.info.stream}:${msg.seq}:${msg.info.timestampNanos}`);
-  msg.term(`dead-lettered to ${target.subject}`);
+  const reason = `dead-lettered to ${target.subject}`;
+  if (target.request) return msg.termConfirmed(reason, (subject, payload) => target.request?.(subject, payload) ?? Promise.resolve());
+  msg.term(reason);
+  return undefined;
 }

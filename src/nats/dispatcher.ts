@@ -521,7 +521,9 @@ export class Dispatcher {
     }
     if (settlement === "ack" || settlement === "term") {
       this.settled.remember(msg.seq, settlement);
-      this.policy.retry?.attempts?.settled(msg.seq)?.catch((error: unknown) => this.events.onAttemptsUnrecorded?.(msg, error));
+      // A dead letter whose terminate was not confirmed may come back (its consumer was deleted meanwhile,
+      // say): its count stays, so it is dead-lettered on its next failure instead of after maxDeliver more.
+      if (!msg.termUnconfirmed) this.policy.retry?.attempts?.settled(msg.seq)?.catch((error: unknown) => this.events.onAttemptsUnrecorded?.(msg, error));
     } else if (settlement === "nak" && !this.stopping && this.ordered) this.awaitRedelivery(lane, msg);
     clearTimeout(msg.retryTimer);
     msg.retryTimer = undefined;
@@ -695,7 +697,8 @@ export class Dispatcher {
   private deadLetter(lane: Lane, msg: LaneMessage, error: unknown, target: DeadLetter, runs: number, stored: () => void, failed: (publishError: unknown) => void): void {
     // The publish holds the lane, not a handler slot.
     void sendToDeadLetter(target, msg, this.keyHeader(lane.key, msg), runs, error).then(
-      () => {
+      (confirmed) => {
+        msg.termUnconfirmed = confirmed === false;
         this.events.onDeadLettered(msg, error, target.subject);
         this.complete(lane, msg);
         stored();

@@ -39,6 +39,8 @@ export class LaneMessage extends ConsumerGroupMessage {
   pendingRelease: PendingRelease | undefined = undefined;
   /** Set by a retry release while its attempt runs (or is counted): if it fails, the next one starts at once. */
   retryNow = false;
+  /** Dead-lettered, but the server did not confirm its terminate: it may come back, so its attempt count is kept. */
+  termUnconfirmed = false;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery

@@ -143,6 +143,27 @@ export class ConsumerGroupMessage {
     this.settledAs ??= "term";
     this.msg.term(reason);
   }
+
+  /**
+   * Terminates the message as a request, so that the server confirms it (nats.js confirms
+   * only acks): `request` sends the payload to the ack subject and resolves on the answer.
+   *
+   * @returns false when the server did not confirm (the consumer was deleted meanwhile, say): the message may come back
+   */
+  async termConfirmed(reason: string, request: (subject: string, payload: string) => Promise<unknown>): Promise<boolean> {
+    this.settledAs ??= "term";
+    const reply = replySubject(this.msg);
+    if (reply === undefined) {
+      this.msg.term(reason);
+      return false;
+    }
+    try {
+      await request(reply, `+TERM ${reason}`);
+      return true;
+    } catch {
+      return false;
+    }
+  }
 }
 
 /**

@@ -1078,6 +1078,38 @@ describe("dispatcher - attempts counted across consumers (no server)", () => {
     assert.deepEqual(counter.deleted, [1]);
     assert.equal(counter.counts.size, 0);
   });
+
+  for (const confirmed of [true, false]) {
+    test(`dispatcher - a dead letter whose terminate the server ${confirmed ? "confirms" : "does not confirm"} ${confirmed ? "deletes" : "keeps"} its attempt count (it may come back: dead-lettered again on its next failure, not after maxDeliver more)`, async () => {
+      const counter = new MemoryCounter();
+      const ids: string[] = [];
+      const asked: string[] = [];
+      const target: DeadLetter = {
+        ...deadLetter(ids, []),
+        request: (subject, payload) => {
+          asked.push(`${subject} ${payload}`);
+          return confirmed ? Promise.resolve() : Promise.reject(new Error("timeout: its consumer was deleted"));
+        },
+      };
+      const { events, log } = recorder();
+      const d = new Dispatcher(
+        () => {
+          throw new Error("poison");
+        },
+        policy({ retry: { maxDeliver: 1, backoffMs: () => 1, attempts: counter, deadLetter: target } }),
+        events,
+      );
+      const m = delivery(5, "a");
+      Object.assign(m.js, { reply: "$JS.ACK.ORDERS.g-m1.1.5.5.0.0" });
+      d.push(m.js);
+      await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+      assert.deepEqual(asked, ["$JS.ACK.ORDERS.g-m1.1.5.5.0.0 +TERM dead-lettered to dlq"], "the terminate went as a request");
+      assert.ok(!m.calls.some((c) => c.startsWith("term")), "not also as a plain terminate");
+      assert.deepEqual(counter.deleted, confirmed ? [5] : []);
+      assert.equal(counter.counts.get(5), confirmed ? undefined : 1);
+      await d.drain(1000);
+    });
+  }
 });
 
 describe("dispatcher - a blocked message is retried less and less often (no server, mock timers)", () => {
