@@ -19,10 +19,10 @@ import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapS
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
 import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
-import { AutoJoinedMember } from "./auto-member.js";
-import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
+import { AutoJoinedMember } from "./auto-join/auto-member.js";
+import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join/auto-join.js";
 import { AttemptLedger } from "./attempt-ledger.js";
-import { openLeaseBucket } from "./lease-store.js";
+import { openLeaseBucket } from "./auto-join/lease-store.js";
 import { answerPresence } from "./presence.js";
 import { connectionOf } from "../nats/client-seam.js";
 

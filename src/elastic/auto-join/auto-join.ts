@@ -10,13 +10,13 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView, type MembershipPlan } from "../core/auto-membership.js";
-import { ConsumerGroupError } from "../core/errors.js";
-import { assertValidName, configKey } from "../core/names.js";
-import type { ElasticConsumerGroupConfig } from "../core/types.js";
-import { ELASTIC, readConfig } from "../nats/config-store.js";
-import type { MemberStatus } from "../nats/member-types.js";
-import { wrapServerError } from "../nats/server-errors.js";
+import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView, type MembershipPlan } from "../../core/auto-membership.js";
+import { ConsumerGroupError } from "../../core/errors.js";
+import { assertValidName, configKey } from "../../core/names.js";
+import type { ElasticConsumerGroupConfig } from "../../core/types.js";
+import { ELASTIC, readConfig } from "../../nats/config-store.js";
+import type { MemberStatus } from "../../nats/member-types.js";
+import { wrapServerError } from "../../nats/server-errors.js";
 import { GroupLeaseKeys, isCasConflict, leaseOf, policyOf, watchGroupLeases, writeLease, type LeaseEvent, type LeaseValue } from "./lease-store.js";
 
 /** Auto-join settings of {@link ElasticConsumeOptions.autoJoin}. */
