@@ -8,119 +8,34 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import type { JetStreamClient } from "@nats-io/jetstream";
-import type { KV } from "@nats-io/kv";
-import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView, type MembershipPlan } from "../../core/auto-membership.js";
+import { isAutoMember, listedMembers, planLeave, planMembership, type AutoView, type MembershipPlan } from "../../core/auto-membership.js";
 import { ConsumerGroupError } from "../../core/errors.js";
-import { assertValidName, configKey } from "../../core/names.js";
 import type { ElasticConsumerGroupConfig } from "../../core/types.js";
-import { ELASTIC, readConfig } from "../../nats/config-store.js";
+import { ELASTIC } from "../../nats/config-store.js";
 import type { MemberStatus } from "../../nats/member-types.js";
 import { wrapServerError } from "../../nats/server-errors.js";
-import { GroupLeaseKeys, isCasConflict, leaseOf, policyOf, watchGroupLeases, writeLease, type LeaseEvent, type LeaseValue } from "./lease-store.js";
+import { isCasConflict, type LeaseEvent, type LeaseValue } from "./lease-store.js";
+import type { LeasePort, LeaseWatch } from "./lease-port.js";
+import { LeaseView } from "./lease-view.js";
+import type { AutoJoinSettings } from "./settings.js";
+import type { AutoState, CloseReason, LeaseLostReason, LeaseState } from "./state.js";
 
-/** Auto-join settings of {@link ElasticConsumeOptions.autoJoin}. */
-export interface AutoJoinOptions {
-  /**
-   * How long a lease lives without renewal (ms, whole seconds on the server). When an
-   * instance dies, its member leaves the group this long after its last renewal (plus
-   * `settleMs`). At least the consumer's AckWait and 1 s. Default: max(10 s, AckWait).
-   */
-  leaseTtlMs?: number;
-  /** Changes that arrive within this long of each other are written as one (ms). Default 3,000. */
-  settleMs?: number;
-  /**
-   * `balanced` (default): Go's contiguous blocks over `members`. `sticky`: `member_mappings`
-   * that move as few partitions as possible per change. One policy per group.
-   */
-  assignment?: AssignmentPolicy;
-}
+export type { AutoState, CloseReason, LeaseLostReason, LeaseState } from "./state.js";
 
-/** Resolved auto-join settings. */
-export interface AutoJoinSettings {
-  leaseTtlMs: number;
-  settleMs: number;
-  assignment: AssignmentPolicy;
-}
-
-const DEFAULT_LEASE_TTL_MS = 10_000;
-/** The longest timer Node runs (2^31 - 1 ms); longer ones fire at once. */
-const MAX_TIMER_MS = 2_147_483_647;
-/** The longest settle period accepted. */
-const MAX_SETTLE_MS = 600_000;
-/** The options `autoJoin` takes. */
-const AUTO_JOIN_KEYS = ["leaseTtlMs", "settleMs", "assignment"];
-const DEFAULT_SETTLE_MS = 3000;
 /** How long a burst of changes may postpone a reconcile, in settle periods. */
-const MAX_SETTLE_PERIODS = 3;
+export const MAX_SETTLE_PERIODS = 3;
 /** How soon a failed renewal is tried again. */
-const RENEW_RETRY_MS = 500;
+export const RENEW_RETRY_MS = 500;
 /** Compare-and-set attempts of one membership write. */
-const MAX_WRITE_ATTEMPTS = 20;
+export const MAX_WRITE_ATTEMPTS = 20;
 /** How often a leaving instance reads whether the others took its member out. */
-const LEAVE_POLL_MS = 100;
+export const LEAVE_POLL_MS = 100;
 /** How long a leaving instance with a sibling of its member waits for the sibling's leaving mark (siblings stopped together). */
-const SIBLING_MARKS_MS = 1000;
+export const SIBLING_MARKS_MS = 1000;
 /** How long a leaving instance waits for the others beyond three settle periods before it writes the change itself. */
-const LEAVE_GRACE_MS = 2000;
+export const LEAVE_GRACE_MS = 2000;
 /** How soon a failed lease watch is opened again. */
-const WATCH_RETRY_MS = 1000;
-
-/**
- * Checks the `autoJoin` option against the consumer's AckWait.
- *
- * @returns undefined when auto-join is off
- * @throws ConsumerGroupError `INVALID_ARGUMENT`
- */
-export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSettings | undefined {
-  if (option === undefined || option === false) return undefined;
-  if (option !== true && (typeof option !== "object" || option === null || Array.isArray(option))) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin must be true or an object { leaseTtlMs, settleMs, assignment }, got ${JSON.stringify(option)}`);
-  }
-  const given = option === true ? {} : (option as Record<string, unknown>);
-  const unknown = Object.keys(given).filter((k) => !AUTO_JOIN_KEYS.includes(k));
-  if (unknown.length > 0) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin has unknown option(s) ${unknown.map((k) => JSON.stringify(k)).join(", ")}: it takes ${AUTO_JOIN_KEYS.join(", ")}`);
-  }
-  const leaseTtlMs = given["leaseTtlMs"] ?? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs);
-  if (typeof leaseTtlMs !== "number" || !Number.isFinite(leaseTtlMs) || leaseTtlMs < 1000 || leaseTtlMs > MAX_TIMER_MS) {
-    throw new ConsumerGroupError(
-      "INVALID_ARGUMENT",
-      `autoJoin.leaseTtlMs must be a number of ms from 1,000 (the server's TTLs are whole seconds) to ${MAX_TIMER_MS.toLocaleString("en")} (about 24.8 days, the longest timer), got ${JSON.stringify(given["leaseTtlMs"])}`,
-    );
-  }
-  if (leaseTtlMs < ackWaitMs) {
-    throw new ConsumerGroupError(
-      "INVALID_ARGUMENT",
-      `autoJoin.leaseTtlMs (${leaseTtlMs} ms) is below the consumer's AckWait (${ackWaitMs} ms): a member would leave the group while a message it holds is not yet due for redelivery, and its old consumer would still block the new owner; use a lease TTL of at least AckWait`,
-    );
-  }
-  const settleMs = given["settleMs"] ?? DEFAULT_SETTLE_MS;
-  if (typeof settleMs !== "number" || !Number.isFinite(settleMs) || settleMs < 0 || settleMs > MAX_SETTLE_MS) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a number of ms from 0 to ${MAX_SETTLE_MS.toLocaleString("en")} (10 minutes), got ${JSON.stringify(given["settleMs"])}`);
-  }
-  const assignment = given["assignment"] === undefined ? "balanced" : given["assignment"];
-  if (assignment !== "balanced" && assignment !== "sticky") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${JSON.stringify(given["assignment"])}`);
-  }
-  return { leaseTtlMs, settleMs, assignment };
-}
-
-/**
- * The member name an auto instance uses when none is given: `HOSTNAME` (the pod name on
- * Kubernetes), else the host name.
- *
- * @throws ConsumerGroupError `INVALID_NAME` when it is not a valid member name
- */
-export function defaultMemberName(env: NodeJS.ProcessEnv = process.env): string {
-  const name = env["HOSTNAME"] || hostname();
-  try {
-    assertValidName("member", name);
-  } catch (err) {
-    throw new ConsumerGroupError("INVALID_NAME", `the default member name "${name}" (from HOSTNAME or the host name) is not a valid member name: pass member explicitly`, { cause: err });
-  }
-  return name;
-}
+export const WATCH_RETRY_MS = 1000;
 
 /** What the auto layer needs from the member it runs beside. */
 export interface AutoMemberHooks {
@@ -130,57 +45,98 @@ export interface AutoMemberHooks {
   reportError(error: ConsumerGroupError, retryInMs: number): void;
 }
 
+/** Options of {@link AutoMembership} for tests. */
+export interface AutoMembershipOptions {
+  /** The clock of lease validity and settle periods (ms, monotonic). Default: `performance.now()`. */
+  now?: () => number;
+  /** This instance's id (it names its lease). Default: 12 random hex digits. */
+  instance?: string;
+}
+
 /**
- * One auto instance's lease, view of the group's leases, and reconciler.
+ * One auto instance's lease, view of the group's leases, and reconciler. Its I/O goes
+ * through a {@link LeasePort}; its lifecycle is {@link AutoState}.
  */
 export class AutoMembership {
-  readonly instance = randomBytes(6).toString("hex");
-  private readonly keys: GroupLeaseKeys;
-  /** Live leases per member: instance → lease. */
-  private readonly leases = new Map<string, Map<string, LeaseValue>>();
-  private readonly registered = new Set<string>();
-  /** Members whose last lease was deleted by its instance (not expired): no grace keeps them. */
-  private readonly leftCleanly = new Set<string>();
-  private policy: AssignmentPolicy | undefined;
-  private revision = 0;
-  /** Since when this instance's renewals have gone through without a failure (performance.now()). */
+  readonly instance: string;
+  private readonly leases: LeaseView;
+  private lifecycle: AutoState = { name: "starting" };
+  /** Since when this instance's renewals have gone through without a failure (on {@link AutoMembership.now}). */
   private healthySince = Number.POSITIVE_INFINITY;
-  /** performance.now() until which this instance's lease is surely alive on the server. */
-  private validUntil = 0;
-  private lost = false;
   private renewTimer: NodeJS.Timeout | undefined;
   private reconcileTimer: NodeJS.Timeout | undefined;
   private periodicTimer: NodeJS.Timeout | undefined;
   private firstPending: number | undefined;
-  private watch: { stop(): void } | undefined;
-  /** The view holds the watch's first values (until then nothing is written from it). */
-  private caughtUp = false;
+  private watch: LeaseWatch | undefined;
   /** The renewal in progress, if any. */
   private renewing: Promise<void> = Promise.resolve();
-  private closed = false;
-  private leaving = false;
   /** This member was last seen idle for want of a partition (said once per spell). */
   private reportedIdle = false;
   private reconciling: Promise<void> = Promise.resolve();
   private hooks: AutoMemberHooks | undefined;
   private readonly started = new Date().toISOString();
+  private readonly now: () => number;
 
+  /**
+   * @param port - the lease and config buckets of the group
+   * @param member - the member this instance runs as
+   */
   constructor(
-    private readonly js: JetStreamClient,
-    private readonly leaseKv: KV,
-    private readonly configKv: KV,
+    private readonly port: LeasePort,
     private readonly stream: string,
     private readonly group: string,
     readonly member: string,
     readonly settings: AutoJoinSettings,
-    private readonly ensureBucket: () => Promise<unknown>,
+    options: AutoMembershipOptions = {},
   ) {
-    this.keys = new GroupLeaseKeys(stream, group);
+    this.now = options.now ?? (() => performance.now());
+    this.instance = options.instance ?? randomBytes(6).toString("hex");
+    this.leases = new LeaseView(member, this.instance);
+  }
+
+  /** Where this instance is now. */
+  get state(): AutoState {
+    return this.lifecycle;
+  }
+
+  /** This instance's lease, once one was written. */
+  private get lease(): LeaseState | undefined {
+    return this.lifecycle.name === "starting" ? undefined : this.lifecycle.lease;
+  }
+
+  private get closed(): boolean {
+    return this.lifecycle.name === "closed";
+  }
+
+  /** Whether a leave has begun (the lease says so, and the member no longer counts as live here), closed since or not. */
+  private get leaving(): boolean {
+    return this.lifecycle.name === "leaving" || (this.lifecycle.name === "closed" && this.lifecycle.afterLeave);
+  }
+
+  private get lost(): boolean {
+    return this.lease?.status === "lost";
+  }
+
+  /** Records a new lease state, in whatever phase the instance is (a first lease makes it live). */
+  private setLease(lease: LeaseState): void {
+    if (this.lifecycle.name === "starting") this.lifecycle = { name: "live", lease };
+    else this.lifecycle = { ...this.lifecycle, lease };
+  }
+
+  /** The lease as held (valid until `validUntil`), from a write sent at `sent`. */
+  private held(revision: number, sent: number): void {
+    this.setLease({ status: "held", revision, validUntil: sent + this.settings.leaseTtlMs });
+  }
+
+  private loseLease(reason: LeaseLostReason, error: ConsumerGroupError): void {
+    this.setLease({ status: "lost", reason, since: this.now(), error });
+    this.hooks?.publish({ type: "lease_lost", error });
   }
 
   /** Whether handlers may start: this instance's lease is surely alive. */
   leaseValid(): boolean {
-    return !this.lost && performance.now() < this.validUntil;
+    const lease = this.lease;
+    return lease?.status === "held" && this.now() < lease.validUntil;
   }
 
   /**
@@ -190,8 +146,8 @@ export class AutoMembership {
    * @throws ConsumerGroupError `MEMBER_NOT_AUTO`, `AUTO_POLICY_CONFLICT`, `ASSIGNMENT_CONFLICT`, `SERVER_ERROR`
    */
   async start(config: ElasticConsumerGroupConfig): Promise<void> {
-    const registration = await this.get(this.keys.registration(this.member));
-    if (listedMembers(config).includes(this.member) && registration?.operation !== "PUT") {
+    const registration = await this.port.registration(this.member);
+    if (listedMembers(config).includes(this.member) && registration?.present !== true) {
       throw new ConsumerGroupError(
         "MEMBER_NOT_AUTO",
         `member "${this.member}" of ${this.stream}.${this.group} was added by hand (or by Go, or the CLI), not by auto-join: auto instances never change such members; run it without autoJoin, or give the auto instances another member name`,
@@ -216,29 +172,20 @@ export class AutoMembership {
     this.hooks = hooks;
   }
 
-  private async get(key: string): Promise<Awaited<ReturnType<KV["get"]>>> {
-    try {
-      return await this.leaseKv.get(key);
-    } catch (err) {
-      throw wrapServerError(err, `reading "${key}" in the lease bucket`);
-    }
-  }
-
   private async ensurePolicy(): Promise<void> {
-    const key = this.keys.policy;
     const wanted = this.settings.assignment;
     for (let attempt = 0; attempt < 5; attempt++) {
-      const entry = await this.get(key);
-      const stored = entry ? policyOf(entry) : undefined;
+      const entry = await this.port.readPolicy();
+      const stored = entry?.policy;
       if (stored === wanted) {
-        this.policy = wanted;
+        this.leases.policy = wanted;
         return;
       }
-      if (stored !== undefined && entry && !(await this.anyLiveLease())) {
+      if (stored !== undefined && entry && !(await this.port.hasLiveLease())) {
         // Left by instances that are all gone (or by one that was refused): nobody follows it any more.
         try {
-          await this.leaseKv.update(key, JSON.stringify({ assignment: wanted }), entry.revision);
-          this.policy = wanted;
+          await this.port.writePolicy(wanted, entry.revision);
+          this.leases.policy = wanted;
           return;
         } catch (err) {
           if (!isCasConflict(err)) throw wrapServerError(err, `writing the auto-join policy of ${this.stream}.${this.group}`);
@@ -252,8 +199,8 @@ export class AutoMembership {
         );
       }
       try {
-        await this.leaseKv.create(key, JSON.stringify({ assignment: wanted }));
-        this.policy = wanted;
+        await this.port.writePolicy(wanted, undefined);
+        this.leases.policy = wanted;
         return;
       } catch (err) {
         if (!isCasConflict(err)) throw wrapServerError(err, `writing the auto-join policy of ${this.stream}.${this.group}`);
@@ -264,7 +211,7 @@ export class AutoMembership {
 
   private async register(): Promise<void> {
     try {
-      await this.leaseKv.create(this.keys.registration(this.member), JSON.stringify({ member: this.member, since: new Date().toISOString() }));
+      await this.port.createRegistration(this.member, { member: this.member, since: new Date().toISOString() });
     } catch (err) {
       if (!isCasConflict(err)) throw wrapServerError(err, `registering member "${this.member}" as an auto member`);
     }
@@ -276,26 +223,31 @@ export class AutoMembership {
 
   /** Writes a new lease (after a start, or after one was lost). */
   private async acquire(): Promise<void> {
-    const key = this.keys.lease(this.member, this.instance);
-    const existing = await this.get(key);
     // The key names this instance alone: whatever is there (a marker, or our own write whose answer was lost) is replaced.
-    const previous = existing ? existing.revision : 0;
-    const sent = performance.now();
+    const previous = await this.port.leaseRevision(this.member, this.instance);
+    const sent = this.now();
+    let revision: number;
     try {
-      this.revision = await writeLease(this.js, key, this.leaseValue(), this.settings.leaseTtlMs, previous);
+      revision = await this.port.writeLease(this.member, this.instance, this.leaseValue(), this.settings.leaseTtlMs, previous);
     } catch (err) {
       throw wrapServerError(err, `writing the lease of member "${this.member}"`);
     }
-    this.validUntil = sent + this.settings.leaseTtlMs;
-    this.lost = false;
+    this.held(revision, sent);
     this.healthySince = Math.min(this.healthySince, sent);
+  }
+
+  /** When the next renewal is due: a third of the TTL after the last successful write was sent. */
+  private renewDelay(): number {
+    const lease = this.lease;
+    const validUntil = lease?.status === "held" ? lease.validUntil : 0;
+    return Math.max(0, validUntil - (2 * this.settings.leaseTtlMs) / 3 - this.now());
   }
 
   /**
    * Renews a third of the TTL after the last successful write was sent (not after its
    * answer came: on a slow link the round trip would stretch every period by itself).
    */
-  private scheduleRenew(delayMs = Math.max(0, this.validUntil - (2 * this.settings.leaseTtlMs) / 3 - performance.now())): void {
+  private scheduleRenew(delayMs = this.renewDelay()): void {
     if (this.closed) return;
     clearTimeout(this.renewTimer);
     this.renewTimer = setTimeout(() => {
@@ -307,12 +259,12 @@ export class AutoMembership {
   /** Renews the lease by compare-and-set; a conflict means it expired (or the bucket was replaced): fenced until a new one is written. */
   private async renew(): Promise<void> {
     if (this.closed) return;
-    const key = this.keys.lease(this.member, this.instance);
-    const sent = performance.now();
+    const sent = this.now();
     try {
-      if (this.lost) {
+      const lease = this.lease;
+      if (lease?.status !== "held") {
         // The bucket may be gone (deleted, or lost with its stream): made again as on a first start.
-        await this.ensureBucket();
+        await this.port.ensureBucket();
         await this.acquire();
         await this.register();
         // A bucket made again lost the policy too.
@@ -320,29 +272,27 @@ export class AutoMembership {
         this.hooks?.publish({ type: "lease_restored" });
         this.scheduleReconcile(this.settings.settleMs);
       } else {
-        this.revision = await writeLease(this.js, key, this.leaseValue(), this.settings.leaseTtlMs, this.revision);
-        this.validUntil = sent + this.settings.leaseTtlMs;
+        const revision = await this.port.writeLease(this.member, this.instance, this.leaseValue(), this.settings.leaseTtlMs, lease.revision);
+        this.held(revision, sent);
         this.healthySince = Math.min(this.healthySince, sent);
       }
       this.scheduleRenew();
     } catch (err) {
       this.healthySince = Number.POSITIVE_INFINITY;
       if (!this.lost && isCasConflict(err)) {
-        this.lost = true;
-        const error = new ConsumerGroupError(
-          "LEASE_LOST",
-          `the lease of member "${this.member}" (instance ${this.instance}) expired before it was renewed (the process stalled, or lost the server for longer than the lease TTL of ${this.settings.leaseTtlMs} ms): the group may have removed the member; nothing starts here until a new lease is written`,
-          { cause: err },
+        this.loseLease(
+          "expired",
+          new ConsumerGroupError(
+            "LEASE_LOST",
+            `the lease of member "${this.member}" (instance ${this.instance}) expired before it was renewed (the process stalled, or lost the server for longer than the lease TTL of ${this.settings.leaseTtlMs} ms): the group may have removed the member; nothing starts here until a new lease is written`,
+            { cause: err },
+          ),
         );
-        this.hooks?.publish({ type: "lease_lost", error });
         this.scheduleRenew(0);
         return;
       }
       const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `renewing the lease of member "${this.member}"`);
-      if (!this.leaseValid() && !this.lost) {
-        this.lost = true;
-        this.hooks?.publish({ type: "lease_lost", error });
-      }
+      if (!this.leaseValid() && !this.lost) this.loseLease("renewal_failing", error);
       this.hooks?.reportError(error, RENEW_RETRY_MS);
       this.scheduleRenew(RENEW_RETRY_MS);
     }
@@ -361,7 +311,7 @@ export class AutoMembership {
         // the watch failed: opened again below
       }
       if (this.closed) return;
-      this.caughtUp = false;
+      this.leases.caughtUp = false;
       await new Promise((r) => setTimeout(r, WATCH_RETRY_MS));
       if (this.closed) return;
       try {
@@ -376,78 +326,45 @@ export class AutoMembership {
   /** Opens a watch of the group's keys, with an empty view that fills from its first values. */
   private async openWatch(): Promise<AsyncIterable<LeaseEvent>> {
     this.watch?.stop();
-    this.leases.clear();
-    this.registered.clear();
-    this.leftCleanly.clear();
-    this.caughtUp = false;
-    const watch = await watchGroupLeases(this.leaseKv, this.keys);
+    this.leases.reset();
+    const watch = await this.port.watch();
     this.watch = watch;
-    if (watch.empty) this.caughtUp = true;
+    if (watch.empty) this.leases.caughtUp = true;
     return watch.events;
   }
 
   private apply(event: LeaseEvent): void {
     if (event.kind === "caught_up") {
-      this.caughtUp = true;
+      this.leases.caughtUp = true;
       return this.scheduleReconcile(this.settings.settleMs);
     }
     if (event.kind === "policy") {
-      this.policy = event.policy;
+      this.leases.policy = event.policy;
       return;
     }
-    const before = this.signature();
-    if (event.kind === "registration") {
-      if (event.present) this.registered.add(event.member);
-      else this.registered.delete(event.member);
-      // Our own registration removed under us (a reconciler that saw no lease): write it again.
-      if (!event.present && event.member === this.member && !this.closed && !this.leaving) {
-        this.register().catch((err: unknown) => this.hooks?.reportError(wrapServerError(err, `registering member "${this.member}" again`), this.settings.settleMs));
-      }
-    } else {
-      let instances = this.leases.get(event.member);
-      if (event.value) {
-        if (!instances) this.leases.set(event.member, (instances = new Map<string, LeaseValue>()));
-        instances.set(event.instance, event.value);
-        this.leftCleanly.delete(event.member);
-      } else {
-        instances?.delete(event.instance);
-        if (instances?.size === 0) {
-          this.leases.delete(event.member);
-          // Its last instance deleted its lease itself (a stop): it is gone, whatever the store went through.
-          if (!event.expired) this.leftCleanly.add(event.member);
-        }
-      }
+    const before = this.leases.signature(!this.leaving);
+    this.leases.apply(event);
+    // Our own registration removed under us (a reconciler that saw no lease): write it again.
+    if (event.kind === "registration" && !event.present && event.member === this.member && !this.closed && !this.leaving) {
+      this.register().catch((err: unknown) => this.hooks?.reportError(wrapServerError(err, `registering member "${this.member}" again`), this.settings.settleMs));
     }
     // A renewal changes nothing: only a member joining, leaving or expiring starts (or extends) a settle period.
-    if (this.signature() !== before) this.scheduleReconcile(this.settings.settleMs);
-  }
-
-  /** The auto membership the view calls for, as a string to compare. */
-  private signature(): string {
-    const view = this.view();
-    return JSON.stringify([[...view.registered].sort(), [...view.live].sort(), [...(view.leaving ?? [])].sort()]);
+    if (this.leases.signature(!this.leaving) !== before) this.scheduleReconcile(this.settings.settleMs);
   }
 
   /** The view of the group's auto members now. */
   view(): AutoView {
-    const live = new Set<string>();
-    const leaving = new Set<string>();
-    for (const [member, instances] of this.leases) {
-      if ([...instances.values()].some((l) => !l.leaving)) live.add(member);
-      else leaving.add(member);
-    }
-    if (!this.leaving) live.add(this.member);
-    return { registered: new Set(this.registered), live, leaving };
+    return this.leases.view(!this.leaving);
   }
 
   /** Other live instances of this instance's member. */
   otherInstances(): number {
-    return [...(this.leases.get(this.member)?.entries() ?? [])].filter(([id, l]) => id !== this.instance && !l.leaving).length;
+    return this.leases.otherInstances();
   }
 
   private scheduleReconcile(delayMs: number): void {
     if (this.closed || this.leaving) return;
-    const now = performance.now();
+    const now = this.now();
     this.firstPending ??= now;
     const latest = this.firstPending + MAX_SETTLE_PERIODS * Math.max(this.settings.settleMs, 1);
     const at = Math.min(now + delayMs, latest);
@@ -462,9 +379,10 @@ export class AutoMembership {
   /** Writes the membership the leases call for, if it differs from the stored one. */
   private async reconcile(): Promise<void> {
     // A view still filling from a new watch would see live members as gone.
-    if (this.closed || this.leaving || !this.leaseValid() || !this.caughtUp) return;
-    if (this.policy !== undefined && this.policy !== this.settings.assignment) {
-      this.hooks?.reportError(new ConsumerGroupError("AUTO_POLICY_CONFLICT", `the group's auto-join policy is now "${this.policy}", this instance uses "${this.settings.assignment}": it stops writing the membership`), 0);
+    if (this.closed || this.leaving || !this.leaseValid() || !this.leases.caughtUp) return;
+    const policy = this.leases.policy;
+    if (policy !== undefined && policy !== this.settings.assignment) {
+      this.hooks?.reportError(new ConsumerGroupError("AUTO_POLICY_CONFLICT", `the group's auto-join policy is now "${policy}", this instance uses "${this.settings.assignment}": it stops writing the membership`), 0);
       return;
     }
     try {
@@ -494,40 +412,15 @@ export class AutoMembership {
     const gone = [...view.registered].filter((m) => !view.live.has(m) && !view.leaving?.has(m));
     if (gone.length === 0) return view;
     const live = new Set(view.live);
-    const healthyFor = performance.now() - this.healthySince;
+    const healthyFor = this.now() - this.healthySince;
     let deferred = false;
     for (const member of gone) {
-      const grace = healthyFor < this.settings.leaseTtlMs && !this.leftCleanly.has(member);
+      const grace = healthyFor < this.settings.leaseTtlMs && !this.leases.leftCleanly(member);
       deferred ||= grace;
-      if (grace || (await this.hasLease(member))) live.add(member);
+      if (grace || (await this.port.hasLiveLease(member))) live.add(member);
     }
     if (deferred) this.scheduleReconcile(this.settings.leaseTtlMs - healthyFor + 100);
     return { ...view, live };
-  }
-
-  /** Whether the bucket holds a live lease of `member` that is not leaving (listed keys include expired leases' markers: each is read). */
-  private hasLease(member: string): Promise<boolean> {
-    return this.liveLeaseUnder(this.keys.memberLeases(member), `member "${member}"`);
-  }
-
-  /** Whether any auto instance of the group holds a live lease that is not leaving. */
-  private anyLiveLease(): Promise<boolean> {
-    return this.liveLeaseUnder(this.keys.allLeases, `${this.stream}.${this.group}`);
-  }
-
-  private async liveLeaseUnder(filter: string, whose: string): Promise<boolean> {
-    try {
-      const keys: string[] = [];
-      for await (const key of await this.leaseKv.keys(filter)) keys.push(key);
-      for (const key of keys) {
-        const entry = await this.leaseKv.get(key);
-        const lease = entry ? leaseOf(entry) : undefined;
-        if (lease && !lease.leaving) return true;
-      }
-      return false;
-    } catch (err) {
-      throw wrapServerError(err, `listing the leases of ${whose}`);
-    }
   }
 
   /**
@@ -537,8 +430,8 @@ export class AutoMembership {
    * registration deleted it would look like a member added by hand, and stay.
    */
   private async mayAdd(member: string): Promise<boolean> {
-    const registration = await this.get(this.keys.registration(member));
-    return registration?.operation === "PUT" && (await this.hasLease(member));
+    const registration = await this.port.registration(member);
+    return registration?.present === true && (await this.port.hasLiveLease(member));
   }
 
   /**
@@ -550,7 +443,7 @@ export class AutoMembership {
    */
   private async write(plan: (config: ElasticConsumerGroupConfig, view: AutoView) => MembershipPlan): Promise<MembershipPlan> {
     for (let attempt = 1; attempt <= MAX_WRITE_ATTEMPTS; attempt++) {
-      const stored = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
+      const stored = await this.port.readConfig();
       let view = await this.checkedView();
       let next = plan(stored.config, view);
       const unproven: string[] = [];
@@ -562,7 +455,7 @@ export class AutoMembership {
       if (next.config === stored.config) return next;
       ELASTIC.validate(next.config);
       try {
-        const revision = await this.configKv.update(configKey(this.stream, this.group), ELASTIC.encode(next.config), stored.revision);
+        const revision = await this.port.writeConfig(next.config, stored.revision);
         if (next.added.length > 0 || next.removed.length > 0) this.hooks?.publish({ type: "membership_written", revision, added: next.added, removed: next.removed });
         return next;
       } catch (err) {
@@ -575,14 +468,14 @@ export class AutoMembership {
 
   /** Registrations of auto members that have no lease and are no longer listed are deleted. */
   private async forgetDeparted(view: AutoView): Promise<void> {
-    const current = await readConfig(this.configKv, ELASTIC, this.stream, this.group);
+    const current = await this.port.readConfig();
     const listed = listedMembers(current.config);
     for (const member of view.registered) {
       if (view.live.has(member) || view.leaving?.has(member) || listed.includes(member)) continue;
-      const entry = await this.get(this.keys.registration(member));
-      if (!entry || entry.operation !== "PUT") continue;
+      const entry = await this.port.registration(member);
+      if (!entry?.present) continue;
       try {
-        await this.leaseKv.delete(this.keys.registration(member), { previousSeq: entry.revision });
+        await this.port.deleteRegistration(member, entry.revision);
       } catch (err) {
         if (!isCasConflict(err)) throw err;
       }
@@ -601,7 +494,7 @@ export class AutoMembership {
    * @returns whether the member was taken out of the group
    */
   async leave(released: () => Promise<void>): Promise<boolean> {
-    this.leaving = true;
+    if (this.lifecycle.name === "live") this.lifecycle = { name: "leaving", lease: this.lifecycle.lease };
     clearTimeout(this.reconcileTimer);
     await this.reconciling;
     if (this.closed) return false;
@@ -609,21 +502,21 @@ export class AutoMembership {
       // No renewal may race the leaving mark (both compare-and-set on the same revision).
       clearTimeout(this.renewTimer);
       await this.renewing;
-      if (this.lost) {
+      const lease = this.lease;
+      if (lease?.status !== "held") {
         // A lease lost (the process stalled) is written again, marked as leaving: the member still leaves cleanly.
         await this.acquire();
       } else {
-        const sent = performance.now();
-        this.revision = await writeLease(this.js, this.keys.lease(this.member, this.instance), this.leaseValue(), this.settings.leaseTtlMs, this.revision);
-        this.validUntil = sent + this.settings.leaseTtlMs;
+        const sent = this.now();
+        this.held(await this.port.writeLease(this.member, this.instance, this.leaseValue(), this.settings.leaseTtlMs, lease.revision), sent);
       }
       this.scheduleRenew();
       // Instances of one member stopped together (an orchestrator stopping every pod) see each
       // other's leases: each marks its own first and waits a moment for the others' marks, so the
       // member leaves when none of its instances stays, instead of each leaving it to the others.
-      if (!(await this.lastOfMember(performance.now() + SIBLING_MARKS_MS))) return false;
+      if (!(await this.lastOfMember(this.now() + SIBLING_MARKS_MS))) return false;
       if (!(await this.listed())) return false;
-      if (this.othersAlive() && (await this.removedByOthers(performance.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
+      if (this.leases.othersAlive() && (await this.removedByOthers(this.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
         await released();
         return true;
       }
@@ -647,28 +540,20 @@ export class AutoMembership {
     }
   }
 
-  /** Waits until no other instance of this member holds a lease that is not leaving, or `deadline` (performance.now()): whether none does. */
+  /** Waits until no other instance of this member holds a lease that is not leaving, or `deadline` (on {@link AutoMembership.now}): whether none does. */
   private async lastOfMember(deadline: number): Promise<boolean> {
-    while (this.otherInstances() > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
+    while (this.otherInstances() > 0 && this.now() < deadline) await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
     return this.otherInstances() === 0;
   }
 
   /** Whether the stored config lists this instance's member. */
   private async listed(): Promise<boolean> {
-    return listedMembers((await readConfig(this.configKv, ELASTIC, this.stream, this.group)).config).includes(this.member);
+    return listedMembers((await this.port.readConfig()).config).includes(this.member);
   }
 
-  /** Whether another auto instance (of any member) that is not leaving holds a lease. */
-  private othersAlive(): boolean {
-    for (const [member, instances] of this.leases) {
-      for (const [id, lease] of instances) if (!lease.leaving && (member !== this.member || id !== this.instance)) return true;
-    }
-    return false;
-  }
-
-  /** Waits until the config no longer lists this member, or `deadline` (performance.now()). */
+  /** Waits until the config no longer lists this member, or `deadline` (on {@link AutoMembership.now}). */
   private async removedByOthers(deadline: number): Promise<boolean> {
-    while (performance.now() < deadline) {
+    while (this.now() < deadline) {
       await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
       if (!(await this.listed())) return true;
     }
@@ -681,25 +566,25 @@ export class AutoMembership {
    * reconciler never adds a member without a live lease, so nothing can bring it back
    * as a manual one). The group's policy stays; an instance that finds it with no live
    * auto instance replaces it.
+   *
+   * @param reason - why it closes (kept in {@link AutoMembership.state})
    */
-  async close(): Promise<void> {
+  async close(reason: CloseReason = "stopped"): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
+    this.lifecycle = { name: "closed", reason, lease: this.lease, afterLeave: this.leaving };
     clearTimeout(this.renewTimer);
     clearTimeout(this.reconcileTimer);
     clearInterval(this.periodicTimer);
     this.watch?.stop();
     const last = this.otherInstances() === 0;
     try {
-      await this.leaseKv.delete(this.keys.lease(this.member, this.instance));
+      await this.port.deleteLease(this.member, this.instance);
       if (!last) return;
-      const listed = listedMembers((await readConfig(this.configKv, ELASTIC, this.stream, this.group)).config);
-      if (!listed.includes(this.member)) await this.leaseKv.delete(this.keys.registration(this.member));
+      const listed = listedMembers((await this.port.readConfig()).config);
+      if (!listed.includes(this.member)) await this.port.deleteRegistration(this.member);
     } catch (err) {
       // The lease expires by itself; a registration left behind is removed by the next reconcile.
       if (!(err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND")) this.hooks?.reportError(wrapServerError(err, `removing the lease of member "${this.member}"`), 0);
     }
   }
-
-
 }

@@ -23,7 +23,7 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     private readonly drainTimeoutMs: number,
   ) {
     // Stopped by itself (the group deleted, say): its lease goes, its membership is left to the others.
-    void inner.closed().then(() => this.membership.close());
+    void inner.closed().then(() => this.membership.close("member_closed"));
   }
 
   /** The source stream. */
@@ -94,7 +94,7 @@ export class AutoJoinedMember implements ConsumerGroupMember {
 
   private async leaveAndStop(): Promise<void> {
     await this.membership.leave(() => this.released());
-    await this.membership.close();
+    await this.membership.close("stopped");
     await this.inner.stop();
   }
 
