@@ -8,7 +8,8 @@ import { afterEach, beforeEach, describe, mock, test } from "node:test";
 import assert from "node:assert/strict";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 import type { ElasticConsumerGroupConfig } from "../../src/core/types.js";
-import { AutoMembership, MAX_SETTLE_PERIODS, MAX_WRITE_ATTEMPTS, RENEW_RETRY_MS, SIBLING_MARKS_MS } from "../../src/elastic/auto-join/auto-join.js";
+import { AutoMembership, MAX_SETTLE_PERIODS, RENEW_RETRY_MS, SIBLING_MARKS_MS } from "../../src/elastic/auto-join/auto-join.js";
+import { MAX_WRITE_ATTEMPTS } from "../../src/elastic/auto-join/membership-writer.js";
 import type { AutoJoinSettings } from "../../src/elastic/auto-join/settings.js";
 import type { LeaseValue } from "../../src/elastic/auto-join/lease-store.js";
 import type { MemberStatus } from "../../src/nats/member-types.js";
@@ -204,6 +205,28 @@ describe("auto-join lifecycle - over a fake lease port (no server)", () => {
     await membership.close();
     await second.membership.close();
     random.mock.restore();
+  });
+
+  test("auto-join lifecycle - an expired lease removes its member only once this instance's own renewals have gone through for a whole TTL; a clean stop removes it a settle period later", async () => {
+    const bucket = new FakeLeaseBucket(config());
+    const a = await start(bucket, "m1", "i1");
+    const b = await start(bucket, "m2", "i2");
+    const c = await start(bucket, "m3", "i3");
+    await advance(SETTLE * MAX_SETTLE_PERIODS + 100, 50);
+    assert.deepEqual(members(bucket), ["m1", "m2", "m3"]);
+    // m2's process stalls (its renewals never answer) and the server expires its lease.
+    b.port.fail("writeLease", new Promise<void>(() => undefined));
+    await advance(TTL / 3 - Date.now() + 100, 50);
+    bucket.expireLease("m2", "i2");
+    // m3 stops cleanly.
+    await c.membership.close();
+    await advance(SETTLE + 100, 50);
+    assert.deepEqual(members(bucket), ["m1", "m2"], "the clean stop is written after settleMs; the expired one is kept for now");
+    await advance(TTL - Date.now() - 100, 50);
+    assert.deepEqual(members(bucket), ["m1", "m2"], "kept while this instance has not been healthy for a whole TTL");
+    await advance(300, 50);
+    assert.deepEqual(members(bucket), ["m1"]);
+    await a.membership.close();
   });
 
   test("auto-join lifecycle - a policy write that loses its compare-and-set reads the policy again and follows it when it is the same", async () => {

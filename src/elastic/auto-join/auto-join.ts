@@ -8,15 +8,15 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { isAutoMember, listedMembers, planLeave, planMembership, type AutoView, type MembershipPlan } from "../../core/auto-membership.js";
+import { isAutoMember, listedMembers, planLeave, planMembership, type AutoView } from "../../core/auto-membership.js";
 import { ConsumerGroupError } from "../../core/errors.js";
 import type { ElasticConsumerGroupConfig } from "../../core/types.js";
-import { ELASTIC } from "../../nats/config-store.js";
 import type { MemberStatus } from "../../nats/member-types.js";
 import { wrapServerError } from "../../nats/server-errors.js";
 import { isCasConflict, type LeaseEvent, type LeaseValue } from "./lease-store.js";
 import type { LeasePort, LeaseWatch } from "./lease-port.js";
 import { LeaseView } from "./lease-view.js";
+import { MembershipWriter } from "./membership-writer.js";
 import type { AutoJoinSettings } from "./settings.js";
 import type { AutoState, CloseReason, LeaseLostReason, LeaseState } from "./state.js";
 
@@ -26,8 +26,6 @@ export type { AutoState, CloseReason, LeaseLostReason, LeaseState } from "./stat
 export const MAX_SETTLE_PERIODS = 3;
 /** How soon a failed renewal is tried again. */
 export const RENEW_RETRY_MS = 500;
-/** Compare-and-set attempts of one membership write. */
-export const MAX_WRITE_ATTEMPTS = 20;
 /** How often a leaving instance reads whether the others took its member out. */
 export const LEAVE_POLL_MS = 100;
 /** How long a leaving instance with a sibling of its member waits for the sibling's leaving mark (siblings stopped together). */
@@ -60,6 +58,7 @@ export interface AutoMembershipOptions {
 export class AutoMembership {
   readonly instance: string;
   private readonly leases: LeaseView;
+  private readonly writer: MembershipWriter;
   private lifecycle: AutoState = { name: "starting" };
   /** Since when this instance's renewals have gone through without a failure (on {@link AutoMembership.now}). */
   private healthySince = Number.POSITIVE_INFINITY;
@@ -92,6 +91,13 @@ export class AutoMembership {
     this.now = options.now ?? (() => performance.now());
     this.instance = options.instance ?? randomBytes(6).toString("hex");
     this.leases = new LeaseView(member, this.instance);
+    this.writer = new MembershipWriter(port, settings, {
+      view: () => this.view(),
+      leftCleanly: (m) => this.leases.leftCleanly(m),
+      healthyFor: () => this.now() - this.healthySince,
+      recheckIn: (ms) => this.scheduleReconcile(ms),
+      publish: (event) => this.hooks?.publish(event),
+    });
   }
 
   /** Where this instance is now. */
@@ -386,99 +392,17 @@ export class AutoMembership {
       return;
     }
     try {
-      const plan = await this.write((config, view) => planMembership(config, view, this.settings.assignment));
+      const plan = await this.writer.write((config, view) => planMembership(config, view, this.settings.assignment));
       const idle = plan.idle.includes(this.member);
       if (idle && !this.reportedIdle) {
         this.hooks?.publish({ type: "idle", reason: `more auto members than partitions (${plan.config.max_members}): member "${this.member}" waits for a partition to become free` });
       }
       this.reportedIdle = idle;
-      await this.forgetDeparted(this.view());
+      await this.writer.forgetDeparted(this.view());
     } catch (err) {
       const error = err instanceof ConsumerGroupError ? err : wrapServerError(err, `writing the membership of ${this.stream}.${this.group}`);
       this.hooks?.reportError(error, this.settings.settleMs);
       this.scheduleReconcile(this.settings.settleMs);
-    }
-  }
-
-  /**
-   * The view, with every member it would remove checked against the bucket itself (a
-   * watch that fell behind must not remove a live member). Until this instance's own
-   * renewals have gone through for a whole lease TTL, members without a lease are kept:
-   * while the bucket was unavailable (a cluster electing its leader) nobody could renew,
-   * and leases that expired then say nothing about their instances.
-   */
-  private async checkedView(): Promise<AutoView> {
-    const view = this.view();
-    const gone = [...view.registered].filter((m) => !view.live.has(m) && !view.leaving?.has(m));
-    if (gone.length === 0) return view;
-    const live = new Set(view.live);
-    const healthyFor = this.now() - this.healthySince;
-    let deferred = false;
-    for (const member of gone) {
-      const grace = healthyFor < this.settings.leaseTtlMs && !this.leases.leftCleanly(member);
-      deferred ||= grace;
-      if (grace || (await this.port.hasLiveLease(member))) live.add(member);
-    }
-    if (deferred) this.scheduleReconcile(this.settings.leaseTtlMs - healthyFor + 100);
-    return { ...view, live };
-  }
-
-  /**
-   * Whether `member` may be added: it holds a live lease that is not leaving and is
-   * registered, read from the bucket now. A view that fell behind (a slow link, a
-   * starved process) must never bring back a member that has left: with its
-   * registration deleted it would look like a member added by hand, and stay.
-   */
-  private async mayAdd(member: string): Promise<boolean> {
-    const registration = await this.port.registration(member);
-    return registration?.present === true && (await this.port.hasLiveLease(member));
-  }
-
-  /**
-   * Compare-and-set of the config through `plan`, from a fresh config and a fresh view
-   * on every attempt; members the plan would add are first checked against the bucket
-   * (see {@link AutoMembership.mayAdd}) and left out when they do not hold up.
-   *
-   * @returns the plan written (or the plan for the current config when nothing changed)
-   */
-  private async write(plan: (config: ElasticConsumerGroupConfig, view: AutoView) => MembershipPlan): Promise<MembershipPlan> {
-    for (let attempt = 1; attempt <= MAX_WRITE_ATTEMPTS; attempt++) {
-      const stored = await this.port.readConfig();
-      let view = await this.checkedView();
-      let next = plan(stored.config, view);
-      const unproven: string[] = [];
-      for (const member of next.added) if (!(await this.mayAdd(member))) unproven.push(member);
-      if (unproven.length > 0) {
-        view = { ...view, live: new Set([...view.live].filter((m) => !unproven.includes(m))) };
-        next = plan(stored.config, view);
-      }
-      if (next.config === stored.config) return next;
-      ELASTIC.validate(next.config);
-      try {
-        const revision = await this.port.writeConfig(next.config, stored.revision);
-        if (next.added.length > 0 || next.removed.length > 0) this.hooks?.publish({ type: "membership_written", revision, added: next.added, removed: next.removed });
-        return next;
-      } catch (err) {
-        if (!isCasConflict(err)) throw wrapServerError(err, `putting the elastic consumer group's config in the bucket`);
-        await new Promise((r) => setTimeout(r, Math.random() * 20 * attempt));
-      }
-    }
-    throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't update the elastic consumer group's config: ${MAX_WRITE_ATTEMPTS} concurrent writers won in a row; retrying at the next reconcile`);
-  }
-
-  /** Registrations of auto members that have no lease and are no longer listed are deleted. */
-  private async forgetDeparted(view: AutoView): Promise<void> {
-    const current = await this.port.readConfig();
-    const listed = listedMembers(current.config);
-    for (const member of view.registered) {
-      if (view.live.has(member) || view.leaving?.has(member) || listed.includes(member)) continue;
-      const entry = await this.port.registration(member);
-      if (!entry?.present) continue;
-      try {
-        await this.port.deleteRegistration(member, entry.revision);
-      } catch (err) {
-        if (!isCasConflict(err)) throw err;
-      }
     }
   }
 
@@ -521,7 +445,7 @@ export class AutoMembership {
         return true;
       }
       if (!isAutoMember(this.view(), this.member)) return false;
-      const plan = await this.write((config, view) => planLeave(config, view, this.settings.assignment, this.member));
+      const plan = await this.writer.write((config, view) => planLeave(config, view, this.settings.assignment, this.member));
       if (listedMembers(plan.config).includes(this.member)) {
         this.hooks?.reportError(
           new ConsumerGroupError(
