@@ -4,7 +4,7 @@
  * that were added by hand. Pure: no NATS, no I/O.
  *
  * A member is *auto* when it has a registration or a live lease in the lease bucket
- * (see `elastic/lease-store.ts`); every other member of the config is *manual* and is
+ * (see `elastic/auto-join/lease-store.ts`); every other member of the config is *manual* and is
  * never removed or remapped here.
  */
 import { compareCodePoints, effectiveMembers } from "./assignment.js";

@@ -1,6 +1,6 @@
 /**
  * The pure part of growing an elastic group's partition count from N to M
- * (see `elastic/repartition.ts` for the protocol): which old partitions can feed
+ * (see `elastic/repartition/` for the protocol): which old partitions can feed
  * a new one, the transition subjects and filters, the progress record and how the
  * new partitions are added to explicit mappings. No NATS import.
  *

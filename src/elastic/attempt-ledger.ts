@@ -20,7 +20,7 @@ import { msToNanos } from "../core/timing.js";
 import type { AttemptCounter } from "../nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../nats/message.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
-import { isCasConflict } from "./lease-store.js";
+import { isCasConflict } from "./auto-join/lease-store.js";
 
 /** The attempts bucket's name. */
 export const ATTEMPTS_BUCKET = "elastic-consumer-group-attempts";

@@ -19,10 +19,12 @@ import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapS
 import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
 import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
-import { AutoJoinedMember } from "./auto-member.js";
-import { AutoMembership, defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join.js";
+import { AutoJoinedMember } from "./auto-join/auto-member.js";
+import { AutoMembership } from "./auto-join/auto-join.js";
+import { NatsLeasePort } from "./auto-join/nats-lease-port.js";
+import { defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join/settings.js";
 import { AttemptLedger } from "./attempt-ledger.js";
-import { openLeaseBucket } from "./lease-store.js";
+import { openLeaseBucket } from "./auto-join/lease-store.js";
 import { answerPresence } from "./presence.js";
 import { connectionOf } from "../nats/client-seam.js";
 
@@ -321,7 +323,8 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   }
   const replicas = (await retryTransient(() => streamInfo(jsm, `KV_${bucketName("elastic")}`, "the elastic config bucket", ""))).config.num_replicas;
   const leases = await retryTransient(() => openLeaseBucket(js, jsm, replicas));
-  const membership = new AutoMembership(js, leases, kv, stream, group, member, auto, () => openLeaseBucket(js, jsm, replicas));
+  const port = new NatsLeasePort(js, leases, kv, stream, group, () => openLeaseBucket(js, jsm, replicas));
+  const membership = new AutoMembership(port, stream, group, member, auto);
   const fenced = { ...settings, dispatch: { ...settings.dispatch, mayStart: () => membership.leaseValid() } };
   const driver = elasticDriver(stream, group, member, consumerTemplate, settings.ackWaitMs, () => membership.leaseValid());
   await retryTransient(() => membership.start(current.config));
@@ -329,7 +332,7 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   try {
     controller = await startMember(js, jsm, kv, driver, { stream, group, member }, current, fenced, false);
   } catch (err) {
-    await membership.close();
+    await membership.close("start_failed");
     throw err;
   }
   membership.attach(controller);

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Kvm } from "@nats-io/kv";
 import { createElastic, partitionOwners, type AssignmentPolicy, type ElasticConsumerGroupConfig } from "../../src/index.js";
-import { GroupLeaseKeys, LEASE_BUCKET, leaseOf } from "../../src/elastic/lease-store.js";
+import { GroupLeaseKeys, LEASE_BUCKET, leaseOf } from "../../src/elastic/auto-join/lease-store.js";
 import { minimumMoves, movedPartitions } from "../../src/core/sticky-assignment.js";
 import { HandledLog, startKeyedLoad } from "../helpers/keyed-load.js";
 import { startChildMember, type ChildMember, type ChildSettings } from "../helpers/member-process.js";

@@ -13,7 +13,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { getElasticConsumerGroupConfig, repartition, workQueueStreamName, type ConsumerGroupMember, type RepartitionProgress, type RepartitionResult } from "../../src/index.js";
 import { checkDelivery } from "../../src/cli/demo/delivery-check.js";
-import { readLock } from "../../src/elastic/repartition-lock.js";
+import { readLock } from "../../src/elastic/repartition/repartition-lock.js";
 import { CgProcess, killAllCg } from "../helpers/cli-run.js";
 import { prng, sleep } from "../helpers/load-harness.js";
 import { NatsCluster, connectTo, startEnv, uniqueName, waitFor, type Client, type TestEnv } from "../helpers/nats.js";

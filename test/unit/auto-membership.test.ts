@@ -10,7 +10,7 @@ import { minimumMoves, movedPartitions } from "../../src/core/sticky-assignment.
 import { partitionOwners } from "../../src/core/assignment.js";
 import { validateElasticConfig } from "../../src/core/validation.js";
 import type { ElasticConsumerGroupConfig } from "../../src/core/types.js";
-import { defaultMemberName, resolveAutoJoin } from "../../src/elastic/auto-join.js";
+import { defaultMemberName, resolveAutoJoin } from "../../src/elastic/auto-join/settings.js";
 import { ConsumerGroupError } from "../../src/core/errors.js";
 
 const base = (partitions: number, extra: Partial<ElasticConsumerGroupConfig> = {}): ElasticConsumerGroupConfig => ({

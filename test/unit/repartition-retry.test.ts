@@ -6,7 +6,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { errors } from "@nats-io/nats-core";
 import { ConsumerGroupError } from "../../src/core/errors.js";
-import { isRetryableRepartitionError, retryDelayMs, REPARTITION_ATTEMPTS } from "../../src/elastic/repartition.js";
+import { isRetryableRepartitionError, retryDelayMs, REPARTITION_ATTEMPTS } from "../../src/elastic/repartition/repartition.js";
 import { presenceAnswerOf, presenceRequestBody, presenceRequestOf, presenceSubject } from "../../src/elastic/presence.js";
 
 describe("repartition retries", () => {

@@ -18,9 +18,9 @@ import {
 } from "../../src/core/repartition.js";
 import { partitionOf } from "../../src/core/partition.js";
 import { ConsumerGroupError } from "../../src/core/errors.js";
-import { sourceFresh, sourceRunning, sourcedPastStart, storedOrigin } from "../../src/elastic/repartition.js";
+import { sourceFresh, sourceRunning, sourcedPastStart, storedOrigin } from "../../src/elastic/repartition/source-switch.js";
 import type { StreamInfo } from "@nats-io/jetstream";
-import { LOCK_STALE_MS, ownerAlive } from "../../src/elastic/repartition-lock.js";
+import { LOCK_STALE_MS, ownerAlive } from "../../src/elastic/repartition/repartition-lock.js";
 
 describe("repartition - pure parts", () => {
   test("feeding partitions - every key's old partition is among its new partition's feeders (checked by hashing 5,000 keys for several N -> M)", () => {

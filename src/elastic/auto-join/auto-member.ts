@@ -2,10 +2,10 @@
  * The handle of an auto-joined member instance: the member's own handle, with a stop
  * that first takes the member out of the group when this is its last instance.
  */
-import type { ElasticConsumerGroupConfig } from "../core/types.js";
-import type { MemberController } from "../nats/member-controller.js";
-import type { ParkedKey } from "../nats/dispatcher.js";
-import type { ConsumerGroupMember, MemberStatus, ReleaseOptions, ReleaseOutcome } from "../nats/member-types.js";
+import type { ElasticConsumerGroupConfig } from "../../core/types.js";
+import type { MemberController } from "../../nats/member-controller.js";
+import type { ParkedKey } from "../../nats/dispatcher.js";
+import type { ConsumerGroupMember, MemberStatus, ReleaseOptions, ReleaseOutcome } from "../../nats/member-types.js";
 import type { AutoMembership } from "./auto-join.js";
 
 /** How often a leaving instance looks whether it has handed its partitions over. */
@@ -23,7 +23,7 @@ export class AutoJoinedMember implements ConsumerGroupMember {
     private readonly drainTimeoutMs: number,
   ) {
     // Stopped by itself (the group deleted, say): its lease goes, its membership is left to the others.
-    void inner.closed().then(() => this.membership.close());
+    void inner.closed().then(() => this.membership.close("member_closed"));
   }
 
   /** The source stream. */
@@ -94,7 +94,7 @@ export class AutoJoinedMember implements ConsumerGroupMember {
 
   private async leaveAndStop(): Promise<void> {
     await this.membership.leave(() => this.released());
-    await this.membership.close();
+    await this.membership.close("stopped");
     await this.inner.stop();
   }
 

@@ -14,11 +14,11 @@
  */
 import { DiscardPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV, type KvEntry } from "@nats-io/kv";
-import type { AssignmentPolicy } from "../core/auto-membership.js";
-import { ConsumerGroupError } from "../core/errors.js";
-import { configKey } from "../core/names.js";
-import { msToNanos } from "../core/timing.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import type { AssignmentPolicy } from "../../core/auto-membership.js";
+import { ConsumerGroupError } from "../../core/errors.js";
+import { configKey } from "../../core/names.js";
+import { msToNanos } from "../../core/timing.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../../nats/server-errors.js";
 
 /** The lease bucket's name. */
 export const LEASE_BUCKET = "elastic-consumer-group-leases";

@@ -6,8 +6,8 @@
  */
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
-import { ConsumerGroupError } from "../core/errors.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { ConsumerGroupError } from "../../core/errors.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../../nats/server-errors.js";
 
 /** What the lock records. */
 export interface RepartitionLock {
