@@ -292,3 +292,38 @@ export function checkPoisonAttempts(input: Pick<SoakInput, "published" | "runs" 
   }
   return out;
 }
+
+/** A message the members dead-lettered more than once (the dead-letter stream's Nats-Msg-Id keeps one copy within its duplicate window). */
+export interface RepeatedDeadLetter {
+  /** `<subject> seq <work-queue seq>`, as the member reported it. */
+  message: string;
+  by: { pid: number; at: number }[];
+  /** Every dead-lettering but the last was followed by a kill of its process within the ack grace (or the process was stopped then and killed while stopped): the terminate may not have left. */
+  excused: boolean;
+}
+
+/**
+ * Messages dead-lettered by more than one `dead_lettered` event. A dead letter is
+ * published, then its message terminated; a kill between the two is the documented
+ * case (the message comes back and is dead-lettered again, stored once). Any other
+ * repeat means a terminate that did not take effect, after which the message ran again.
+ */
+export function repeatedDeadLetters(
+  events: readonly { pid: number; at: number; type: string; info?: string }[],
+  input: Pick<SoakInput, "kills" | "pauses" | "ackGraceMs">,
+): RepeatedDeadLetter[] {
+  const byMessage = new Map<string, { pid: number; at: number }[]>();
+  for (const e of events) if (e.type === "dead_lettered" && e.info !== undefined) push(byMessage, e.info, { pid: e.pid, at: e.at });
+  const cutAfter = (pid: number, at: number): boolean => {
+    const killedAt = input.kills.get(pid);
+    if (killedAt === undefined || killedAt < at) return false;
+    const frozenAt = Math.min(killedAt, ...(input.pauses ?? []).filter((p) => p.pid === pid && p.kind !== "stall" && p.from <= killedAt && p.to >= killedAt).map((p) => p.from));
+    return frozenAt - at <= input.ackGraceMs;
+  };
+  return [...byMessage]
+    .filter(([, by]) => by.length > 1)
+    .map(([message, by]) => {
+      const sorted = [...by].sort((a, b) => a.at - b.at);
+      return { message, by: sorted, excused: sorted.slice(0, -1).every((d) => cutAfter(d.pid, d.at)) };
+    });
+}

@@ -49,7 +49,7 @@ import {
 } from "../../src/index.js";
 import { prng, sleep } from "../helpers/load-harness.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
-import { checkPoisonAttempts, checkSoak, soakProblems, type PoisonAttempts, type SoakReport } from "../helpers/soak-check.js";
+import { checkPoisonAttempts, checkSoak, repeatedDeadLetters, soakProblems, type PoisonAttempts, type RepeatedDeadLetter, type SoakReport } from "../helpers/soak-check.js";
 import { SoakFleet, disturbances, now, publishSoakWorkload, type SoakInstance } from "../helpers/soak-fleet.js";
 import { drawSoakWorkload, type HandlerRun, type SoakPayload } from "../helpers/soak-log.js";
 import type { SoakChildSettings } from "../helpers/soak-member-child.js";
@@ -402,6 +402,16 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
             .join("")}`,
         );
       }
+      const redead = repeatedDeadLetters(f.log.deadLettered, { kills: f.kills, pauses: f.pauses, ackGraceMs: ACK_GRACE_MS });
+      const redeadNotExcused = redead.filter((d) => !d.excused);
+      if (redeadNotExcused.length > 0) {
+        problems.push(
+          `${redeadNotExcused.length} messages dead-lettered more than once with no kill after the earlier dead letter (a terminate that did not take effect; the message then ran again):${redeadNotExcused
+            .slice(0, 10)
+            .map((d) => `\n  ${d.message}: ${d.by.map((b) => `by ${who(b.pid)} at ${new Date(b.at).toISOString().slice(11, 23)}`).join(", ")}`)
+            .join("")}`,
+        );
+      }
       if (beforeRelease && beforeRelease.missing.length > 0) {
         problems.push(`${beforeRelease.missing.length} messages neither handled nor in the work queue before any release (lost): ${beforeRelease.missing.slice(0, 20).join(", ")}`);
       }
@@ -414,7 +424,7 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
       if (f.log.orphanEnds > 0) problems.push(`${f.log.orphanEnds} end records without a start`);
       if (problems.length > 0) problems.push(disturbances(f, chaos.kills, problems.join("\n")));
 
-      const summary = summarize(report, attempts, chaos, f, {
+      const summary = summarize(report, attempts, redead, chaos, f, {
         loadMs,
         drainMs,
         setupMs,
@@ -473,6 +483,7 @@ function describeRunShort(r: HandlerRun, who: (pid: number) => string): string {
 function summarize(
   r: SoakReport,
   a: PoisonAttempts,
+  redead: readonly RepeatedDeadLetter[],
   chaos: Chaos,
   f: SoakFleet,
   x: {
@@ -507,7 +518,7 @@ function summarize(
   const line =
     `autoscale-soak summary - seed ${SEED}, ${DLQ ? "DLQ" : "no DLQ"}, ${ASSIGNMENT}, ${SECONDS} s: ` +
     `messages ${r.published} (${r.poison} poison), handled ${r.handled}, lost ${r.lost.length}, out of order ${r.outOfOrder.length}, ` +
-    `dead-lettered ${r.deadLetters} (missing ${r.dlqMissing.length}, twice ${r.dlqRepeated.length}), ${parked}, ` +
+    `dead-lettered ${r.deadLetters} (missing ${r.dlqMissing.length}, stored twice ${r.dlqRepeated.length}, sent twice ${redead.length} of which after a kill ${redead.filter((d) => d.excused).length}), ${parked}, ` +
     `duplicates ${r.duplicates.length} (kill ${byKind("in-flight") + byKind("ack-window")}, SIGSTOP ${byKind("paused")}, unexplained ${r.notAttributable.length}), key overlaps ${r.keyOverlaps.length}, ` +
     (DLQ
       ? `poison over ${MAX_DELIVER} attempts ${a.byKill.length + a.unexplained.length} (a kill cut one ${a.byKill.length}, unexplained ${a.unexplained.length}), `
@@ -516,6 +527,16 @@ function summarize(
     `repartition ${PARTITIONS}→${2 * PARTITIONS} ${repText}, problems ${x.problems}`;
   return [...figures, line].join("\n");
 }
+
+describe("autoscale soak - repeated dead letters checker", () => {
+  const ev = (pid: number, at: number, seq = 7) => ({ pid, at, type: "dead_lettered", info: `s.a seq ${seq}` });
+  test("autoscale soak - checker: a message dead-lettered again after a kill right after its first dead letter is excused; without a kill it is not", () => {
+    const kills = new Map([[1, 1100]]);
+    assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000), ev(2, 3000, 8)], { kills, ackGraceMs: 200 }).map((d) => [d.message, d.excused]), [["s.a seq 7", true]]);
+    assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000)], { kills: new Map(), ackGraceMs: 200 }).map((d) => d.excused), [false]);
+    assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000)], { kills: new Map([[1, 2500]]), ackGraceMs: 200 }).map((d) => d.excused), [false]);
+  });
+});
 
 describe("autoscale soak - poison attempts checker", () => {
   const published: SoakPayload[] = [{ key: "a", seq: 1, ms: 0, poison: true }];
