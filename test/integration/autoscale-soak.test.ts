@@ -281,6 +281,7 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
       const drainStart = now();
       let beforeRelease: BeforeRelease | undefined;
       let released = 0;
+      const releases: { seq: number; key: string; member: string; at: number }[] = [];
       const releaseErrors: string[] = [];
       try {
         await waitFor(() => f.running().every((i) => i.isReady()), 60_000, "the restarted instances consuming");
@@ -311,8 +312,12 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
               if (await allDone()) return true;
               for (const p of await listParkedKeys(e.nc, stream, group, { waitMs: 500 })) {
                 try {
+                  const at = now();
                   const outcome = await releaseParkedKey(e.nc, stream, group, p.seq, { deadLetterSubject: dlqSubject, waitMs: 1000 });
-                  if (outcome.released) released += 1;
+                  if (outcome.released) {
+                    released += 1;
+                    releases.push({ seq: p.seq, key: p.key, member: outcome.member, at });
+                  }
                 } catch (err) {
                   releaseErrors.push(`seq ${p.seq} (${p.key}): ${err instanceof Error ? err.message : String(err)}`);
                 }
@@ -436,6 +441,18 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
         problems: problems.length > 0 ? problems.length - 1 : 0,
       });
       console.log(summary);
+      // A release that answered `released` must have dead-lettered its message (reported for the closing note, not failed: the loop releases again).
+      const dead = (seq: number): { pid: number; at: number }[] => f.log.deadLettered.filter((d) => d.type === "dead_lettered" && d.info?.endsWith(` seq ${seq}`) === true);
+      // (A release is carried out after its answer: one asked again before the dead letter was sent answers `released` too.)
+      const hollow = releases.filter((r) => !dead(r.seq).some((d) => d.at >= r.at));
+      if (hollow.length > 0) {
+        console.log(
+          `autoscale-soak - ${hollow.length} releases answered "released" with no dead letter after them: ${hollow
+            .slice(0, 10)
+            .map((r) => `seq ${r.seq} (${r.key}) by ${r.member} at ${new Date(r.at).toISOString().slice(11, 23)}, dead-lettered at ${dead(r.seq).map((d) => new Date(d.at).toISOString().slice(11, 23)).join(", ") || "never"}`)
+            .join("; ")}`,
+        );
+      }
       if (releaseErrors.length > 0) console.log(`autoscale-soak - release errors (a key may have moved between the list and the release): ${releaseErrors.slice(0, 10).join("; ")}`);
       if (problems.length > 0) assert.fail(`autoscale soak (seed ${SEED}) found:\n\n${problems.join("\n\n")}`);
     },
@@ -505,7 +522,7 @@ function summarize(
   const counts = chaos.memberCounts;
   const repText = x.rep?.error ? `failed (${x.rep.error.slice(0, 80)})` : x.rep?.durationMs !== undefined ? `in ${s(x.rep.durationMs)}` : "not done";
   const parked = x.beforeRelease
-    ? `parked ${x.beforeRelease.parkedKeys} keys holding ${x.beforeRelease.parkedMessages} messages (${x.beforeRelease.unhandled} good unhandled before release, ${x.beforeRelease.behindParked} behind a parked key, ${x.beforeRelease.missing.length} missing), released ${x.released}${x.releaseErrors > 0 ? ` (${x.releaseErrors} release errors)` : ""}`
+    ? `parked ${x.beforeRelease.parkedKeys} keys holding ${x.beforeRelease.parkedMessages} messages (${x.beforeRelease.unhandled} good unhandled before release, ${x.beforeRelease.behindParked} behind a parked key, ${x.beforeRelease.missing.length} missing), released ${x.released} times${x.releaseErrors > 0 ? ` (${x.releaseErrors} release errors)` : ""}`
     : "parked 0 / released 0";
   const figures = [
     `autoscale-soak figures - seed ${SEED}, ${DLQ ? "DLQ" : "no DLQ"}, assignment ${ASSIGNMENT}, AckWait ${ACK_WAIT_MS} ms, lease TTL ${LEASE_TTL_MS} ms, ${SECONDS} s of load`,
