@@ -39,9 +39,9 @@ if (files.length === 0) {
   console.error(`run-tests: no *.test.js files under ${args.join(", ") || "unit, integration"}`);
   process.exit(2);
 }
-// The soak runs 9 processes with a 1 s AckWait for about 75 s: it runs on its own,
-// after the rest, so the other files' load does not stretch its timings.
-const SOLO = ["soak.test.js"];
+// The soaks run 9-10 processes with a 1 s AckWait for about 75 s: they run on their own,
+// after the rest, so the other files' load does not stretch their timings.
+const SOLO = ["soak.test.js", "autoscale-soak.test.js"];
 const solo = files.filter((f) => SOLO.some((name) => f.endsWith(`/${name}`)));
 const shared = files.filter((f) => !solo.includes(f));
 const concurrency = process.env.TEST_CONCURRENCY ?? String(Math.max(2, availableParallelism()));

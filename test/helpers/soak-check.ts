@@ -235,3 +235,95 @@ export function soakProblems(r: SoakReport, runs: readonly HandlerRun[], kills: 
   add(r.dlqNotPoison.length, "good messages in the dead-letter stream:", first(r.dlqNotPoison, String));
   return problems;
 }
+
+/** A poison message attempted more than `maxDeliver` times, and what explains the extra attempts. */
+export interface OverAttempted {
+  id: string;
+  attempts: number;
+  /** Its attempts a kill -9 cut: no end recorded, or an end within the ack grace before the kill (the failure may not have been counted). */
+  cutByKill: number;
+  /** Its attempts in flight across a SIGSTOP pulse (another instance could try it meanwhile). */
+  acrossPause: number;
+}
+
+/** What {@link checkPoisonAttempts} found: `byKill` is a documented effect, `unexplained` is not. */
+export interface PoisonAttempts {
+  /** The most attempts any poison message had. */
+  most: number;
+  /** Over `maxDeliver`, every extra attempt explained by a kill -9 that cut one. */
+  byKill: OverAttempted[];
+  /** Over `maxDeliver` by more than the attempts a kill cut (`acrossPause` says how many ran across a SIGSTOP, for the report). */
+  unexplained: OverAttempted[];
+}
+
+/**
+ * How often each poison message was attempted, against `maxDeliver` (with a dead-letter
+ * subject: after that many it must be dead-lettered). An attempt that a kill -9 cut
+ * counts no failure (see the README's "Attempts"), so it may add one: one in flight at
+ * the kill, or ended within the ack grace before it (or before the SIGSTOP the killed
+ * process was in: it ran nothing after that). An attempt in
+ * flight across a SIGSTOP is no excuse: it still ends and counts its failure (another
+ * instance's attempt meanwhile only makes the count grow sooner); it is counted apart
+ * for the report only.
+ */
+export function checkPoisonAttempts(input: Pick<SoakInput, "published" | "runs" | "kills" | "pauses" | "ackGraceMs">, maxDeliver: number): PoisonAttempts {
+  const poison = new Set(input.published.filter((p) => p.poison).map(idOf));
+  const byId = new Map<string, HandlerRun[]>();
+  for (const r of input.runs) if (poison.has(idOf(r))) push(byId, idOf(r), r);
+  const out: PoisonAttempts = { most: 0, byKill: [], unexplained: [] };
+  for (const [id, runs] of byId) {
+    out.most = Math.max(out.most, runs.length);
+    if (runs.length <= maxDeliver) continue;
+    const cut = (r: HandlerRun): boolean => {
+      const killedAt = input.kills.get(r.pid);
+      if (killedAt === undefined || r.start > killedAt) return false;
+      // A process killed while stopped made no progress since its SIGSTOP: the failure's count had that long.
+      const frozenAt = Math.min(killedAt, ...(input.pauses ?? []).filter((p) => p.pid === r.pid && p.kind !== "stall" && p.from <= killedAt && p.to >= killedAt).map((p) => p.from));
+      return r.end === undefined || frozenAt - r.end <= input.ackGraceMs;
+    };
+    const paused = (r: HandlerRun): boolean =>
+      (input.pauses ?? []).some((p) => p.pid === r.pid && r.start < (p.startsExcusedUntil ?? p.from) && (r.end === undefined || r.end >= p.from - input.ackGraceMs));
+    const cutByKill = runs.filter(cut).length;
+    const acrossPause = runs.filter((r) => !cut(r) && paused(r)).length;
+    const extra = runs.length - maxDeliver;
+    const o: OverAttempted = { id, attempts: runs.length, cutByKill, acrossPause };
+    if (extra <= cutByKill) out.byKill.push(o);
+    else out.unexplained.push(o);
+  }
+  return out;
+}
+
+/** A message the members dead-lettered more than once (the dead-letter stream's Nats-Msg-Id keeps one copy within its duplicate window). */
+export interface RepeatedDeadLetter {
+  /** `<subject> seq <work-queue seq>`, as the member reported it. */
+  message: string;
+  by: { pid: number; at: number }[];
+  /** Every dead-lettering but the last was followed by a kill of its process within the ack grace (or the process was stopped then and killed while stopped): the terminate may not have left. */
+  excused: boolean;
+}
+
+/**
+ * Messages dead-lettered by more than one `dead_lettered` event. A dead letter is
+ * published, then its message terminated; a kill between the two is the documented
+ * case (the message comes back and is dead-lettered again, stored once). Any other
+ * repeat means a terminate that did not take effect, after which the message ran again.
+ */
+export function repeatedDeadLetters(
+  events: readonly { pid: number; at: number; type: string; info?: string }[],
+  input: Pick<SoakInput, "kills" | "pauses" | "ackGraceMs">,
+): RepeatedDeadLetter[] {
+  const byMessage = new Map<string, { pid: number; at: number }[]>();
+  for (const e of events) if (e.type === "dead_lettered" && e.info !== undefined) push(byMessage, e.info, { pid: e.pid, at: e.at });
+  const cutAfter = (pid: number, at: number): boolean => {
+    const killedAt = input.kills.get(pid);
+    if (killedAt === undefined || killedAt < at) return false;
+    const frozenAt = Math.min(killedAt, ...(input.pauses ?? []).filter((p) => p.pid === pid && p.kind !== "stall" && p.from <= killedAt && p.to >= killedAt).map((p) => p.from));
+    return frozenAt - at <= input.ackGraceMs;
+  };
+  return [...byMessage]
+    .filter(([, by]) => by.length > 1)
+    .map(([message, by]) => {
+      const sorted = [...by].sort((a, b) => a.at - b.at);
+      return { message, by: sorted, excused: sorted.slice(0, -1).every((d) => cutAfter(d.pid, d.at)) };
+    });
+}

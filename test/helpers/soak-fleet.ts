@@ -8,6 +8,10 @@
  * Given a pool of TCP proxies, each instance connects through one of its own (taken
  * at its start, given back at its exit), so one instance's link can be held half-open
  * ({@link SoakFleet.stall}) or slowed ({@link SoakFleet.slowLink}) while the others' work.
+ *
+ * A member can be scaled down ({@link SoakFleet.stopMember}: SIGTERM to all its
+ * instances at once, as a Deployment scaled down does); its instances are then never
+ * restarted.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
@@ -16,7 +20,8 @@ import { fileURLToPath } from "node:url";
 import type { Pause } from "./soak-check.js";
 import type { TcpProxy } from "./tcp-proxy.js";
 import type { SoakChildSettings } from "./soak-member-child.js";
-import { SoakLogReader } from "./soak-log.js";
+import type { JetStreamClient } from "@nats-io/jetstream";
+import { SoakLogReader, type SoakPayload } from "./soak-log.js";
 
 const CHILD = fileURLToPath(new URL("./soak-member-child.js", import.meta.url));
 
@@ -48,6 +53,8 @@ export interface UnexpectedExit {
 export class SoakFleet {
   /** pid → when SIGKILL was sent. */
   readonly kills = new Map<number, number>();
+  /** pid → when SIGTERM was sent to scale its member down. */
+  readonly stops = new Map<number, number>();
   /** pid → when the process was seen to exit. */
   readonly exits = new Map<number, number>();
   readonly unexpectedExits: UnexpectedExit[] = [];
@@ -67,6 +74,8 @@ export class SoakFleet {
   private readonly instances: SoakInstance[] = [];
   private files = 0;
   private stopping = false;
+  /** Members scaled down: their instances are not restarted. */
+  private readonly retired = new Set<string>();
 
   constructor(
     private readonly dir: string,
@@ -84,6 +93,16 @@ export class SoakFleet {
   /** Every instance whose process is alive, ready or not. */
   running(): SoakInstance[] {
     return this.instances.filter((i) => i.alive());
+  }
+
+  /** Whether `member` was scaled down. */
+  isRetired(member: string): boolean {
+    return this.retired.has(member);
+  }
+
+  /** Members that were not scaled down and have an instance running, sorted. */
+  members(): string[] {
+    return [...new Set(this.running().map((i) => i.member))].filter((m) => !this.retired.has(m)).sort();
   }
 
   /** The member a process ran, or "?". */
@@ -123,9 +142,11 @@ export class SoakFleet {
           }
           this.exits.set(inst.pid, at);
           markReady(false);
-          if (!this.stopping && !this.kills.has(inst.pid)) {
+          const stopped = this.stops.has(inst.pid);
+          // A scaled-down instance is expected to exit, with status 0 (it stopped its member cleanly).
+          if (!this.stopping && !this.kills.has(inst.pid) && (!stopped || code !== 0)) {
             this.unexpectedExits.push({ member, pid: inst.pid, at, code, signal });
-            this.start(member);
+            if (!stopped && !this.retired.has(member)) this.start(member);
           }
           r();
         }),
@@ -150,6 +171,27 @@ export class SoakFleet {
     this.kills.set(inst.pid, now());
     inst.child.kill("SIGKILL");
     await inst.exited;
+  }
+
+  /**
+   * Scales `member` down: SIGTERM to every instance of it at once (each stops its member
+   * cleanly: drains, and the last one takes the member out of the group). Resolves once
+   * they all exited, with how long that took; an instance still there after `timeoutMs`
+   * gets kill -9 (recorded as a kill) and `forced` says so.
+   */
+  async stopMember(member: string, timeoutMs = 30_000): Promise<{ member: string; pids: number[]; ms: number; forced: boolean }> {
+    this.retired.add(member);
+    const targets = this.running().filter((i) => i.member === member);
+    const from = now();
+    for (const i of targets) this.stops.set(i.pid, from);
+    for (const i of targets) i.child.kill("SIGTERM");
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)));
+    await Promise.race([Promise.all(targets.map((i) => i.exited)), timedOut]);
+    clearTimeout(timer);
+    const stuck = targets.filter((i) => i.alive());
+    for (const i of stuck) await this.kill(i);
+    return { member, pids: targets.map((i) => i.pid), ms: now() - from, forced: stuck.length > 0 };
   }
 
   /**
@@ -217,3 +259,55 @@ export class SoakFleet {
     await Promise.all(this.instances.map((i) => i.exited));
   }
 }
+
+/**
+ * Publishes `workload` at `rate` messages per second from `startAt`, in order, each
+ * message once (a retried publish keeps its msg id), to `<stream>.<key>`; `published`
+ * grows as they are stored. Stops early once `running()` is false.
+ */
+export async function publishSoakWorkload(
+  js: JetStreamClient,
+  stream: string,
+  workload: readonly SoakPayload[],
+  rate: number,
+  startAt: number,
+  published: SoakPayload[],
+  running: () => boolean,
+): Promise<void> {
+  for (const [i, p] of workload.entries()) {
+    if (!running()) break;
+    const due = startAt + (i * 1000) / rate;
+    if (due > now()) await new Promise((r) => setTimeout(r, due - now()));
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await js.publish(`${stream}.${p.key}`, JSON.stringify(p), { msgID: `${stream}-${p.key}-${p.seq}`, timeout: 5000 });
+        break;
+      } catch (err) {
+        if (attempt >= 20) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    published.push(p);
+  }
+}
+
+/**
+ * What was done to the processes a failed run's report names (kills, SIGSTOP pulses,
+ * link stalls, slow links and scale-down SIGTERMs), their connections' events, their ownership and pin events and the errors they reported, in time order: the
+ * timeline a reader needs to tell a fault's documented effect from a broken promise.
+ */
+export function disturbances(f: SoakFleet, kills: { member: string; pid: number; at: number }[], report: string): string {
+  const named = new Set([...report.matchAll(/pid (\d+)/g)].map((m) => Number(m[1])));
+  const at = (t: number): string => new Date(t).toISOString().slice(11, 23);
+  const lines: { t: number; text: string }[] = [
+    ...kills.filter((k) => named.has(k.pid)).map((k) => ({ t: k.at, text: `kill -9 of ${k.member} (pid ${k.pid})` })),
+    ...f.pauses.filter((p) => named.has(p.pid)).map((p) => ({ t: p.from, text: `${p.kind ?? "sigstop"} of pid ${p.pid} until ${at(p.to)}` })),
+    ...[...f.stops].filter(([pid]) => named.has(pid)).map(([pid, t]) => ({ t, text: `SIGTERM (scale-down) of ${f.memberOf(pid)} (pid ${pid})` })),
+    ...f.slowLinks.filter((s) => named.has(s.pid)).map((s) => ({ t: s.from, text: `slow link (${s.delayMs} ms per chunk) of pid ${s.pid} until ${at(s.to)}` })),
+    ...f.log.errors.map((e) => ({ t: e.at, text: `pid ${e.pid} reported ${e.detail}` })),
+    ...f.log.connection.filter((c) => named.has(c.pid)).map((c) => ({ t: c.at, text: `pid ${c.pid} ${c.type}${c.detail === undefined ? "" : `: ${c.detail}`}` })),
+    ...f.log.ownership.filter((o) => named.has(o.pid)).map((o) => ({ t: o.at, text: `pid ${o.pid} ${o.type}${o.info === undefined ? "" : ` (${o.info})`}` })),
+  ].sort((a, b) => a.t - b.t);
+  return `what happened to the processes named above (with what they owned and when they were pinned), and every error reported:\n${lines.map((l) => `  ${at(l.t)} ${l.text}`).join("\n") || "  nothing"}`;
+}
+

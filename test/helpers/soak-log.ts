@@ -5,6 +5,7 @@
  * goes on) and assembles handler runs from their `start` and `end` lines.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
+import { prng } from "./load-harness.js";
 
 /** The payload of a soak message: drawn by the publisher from the seed. */
 export interface SoakPayload {
@@ -17,6 +18,38 @@ export interface SoakPayload {
   poison: boolean;
   /** Padding that makes it a large message (hundreds of KB), when it is one. */
   pad?: string;
+}
+
+/** What {@link drawSoakWorkload} draws from. */
+export interface SoakWorkloadShape {
+  keys: number;
+  ackWaitMs: number;
+  /** Share of slow handlers: 20 ms to 3 × AckWait (the others take 0-20 ms). */
+  slowRate: number;
+  poisonRate: number;
+  /** Share of large messages, padded to `largeBytes`. */
+  largeRate: number;
+  largeBytes: [number, number];
+}
+
+/** The messages to publish, drawn from the seed: same seed, same keys, latencies, poison and padding. */
+export function drawSoakWorkload(seed: number, count: number, shape: SoakWorkloadShape): SoakPayload[] {
+  const rng = prng(seed);
+  const seqs = new Map<string, number>();
+  const out: SoakPayload[] = [];
+  for (let i = 0; i < count; i++) {
+    const key = `k${Math.floor(rng() * shape.keys)}`;
+    const slow = rng() < shape.slowRate;
+    const spread = rng();
+    const ms = slow ? 20 + spread * (3 * shape.ackWaitMs - 20) : spread * 20;
+    const poison = rng() < shape.poisonRate;
+    const large = rng() < shape.largeRate;
+    const padBytes = Math.round(shape.largeBytes[0] + rng() * (shape.largeBytes[1] - shape.largeBytes[0]));
+    const seq = (seqs.get(key) ?? 0) + 1;
+    seqs.set(key, seq);
+    out.push({ key, seq, ms: Math.round(ms), poison, ...(large ? { pad: "x".repeat(padBytes) } : {}) });
+  }
+  return out;
 }
 
 /** One line of a child's log file. Times are ms since the epoch (performance.timeOrigin + performance.now()). */
@@ -44,7 +77,7 @@ export interface HandlerRun {
 }
 
 /** The status events a failed run's timeline shows for the processes it names. */
-const OWNERSHIP_EVENTS = new Set(["joined", "partitions_changed", "pinned", "unpinned", "starts_held", "consumer_lost", "idle"]);
+const OWNERSHIP_EVENTS = new Set(["joined", "partitions_changed", "pinned", "unpinned", "starts_held", "consumer_lost", "idle", "lease_lost"]);
 
 /** Tails the log files of every instance and keeps what they recorded. */
 export class SoakLogReader {
@@ -61,6 +94,8 @@ export class SoakLogReader {
   readonly connection: { pid: number; at: number; type: string; detail?: string }[] = [];
   /** Ownership and pin events (joined, partitions changed, pinned, unpinned, held, lost, idle), with what they said. */
   readonly ownership: { pid: number; at: number; type: string; info?: string }[] = [];
+  /** Dead letters and blocked keys the members reported, with the message (`<subject> seq <work-queue seq>`). */
+  readonly deadLettered: { pid: number; at: number; type: string; info?: string }[] = [];
   /** Members that stopped on their own, with their error. */
   readonly closed: { pid: number; at: number; error: string | null }[] = [];
   /** End lines without a start line (should be none). */
@@ -134,6 +169,7 @@ export class SoakLogReader {
         this.statusCounts.set(line.type, (this.statusCounts.get(line.type) ?? 0) + 1);
         if (line.type.startsWith("connection_")) this.connection.push({ pid: line.pid, at: line.at, type: line.type, ...(line.detail === undefined ? {} : { detail: line.detail }) });
         else if (line.detail !== undefined) this.errors.push({ pid: line.pid, at: line.at, detail: line.detail });
+        if (line.type === "dead_lettered" || line.type === "blocked") this.deadLettered.push({ pid: line.pid, at: line.at, type: line.type, ...(line.info === undefined ? {} : { info: line.info }) });
         if (OWNERSHIP_EVENTS.has(line.type)) this.ownership.push({ pid: line.pid, at: line.at, type: line.type, ...(line.info === undefined ? {} : { info: line.info }) });
         break;
       case "closed":

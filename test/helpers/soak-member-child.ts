@@ -13,12 +13,14 @@
  * events, and the connection's own events, go to the same file. stdout carries only `{"ev":"ready"}`.
  *
  * The instance stops cleanly on SIGTERM or when its stdin closes, so it never
- * outlives the test.
+ * outlives the test. With `autoJoin` (test/integration/autoscale-soak.test.ts) it adds
+ * its member to the group by itself and takes it out when the member's last instance
+ * stops; without `deadLetterSubject` a poison key blocks and is parked.
  */
 import { openSync, writeSync } from "node:fs";
 import { connect } from "@nats-io/transport-node";
 import { jetstream } from "@nats-io/jetstream";
-import { elasticConsume, type ConcurrencyMode } from "../../src/index.js";
+import { elasticConsume, type AutoJoinOptions, type ConcurrencyMode } from "../../src/index.js";
 import type { SoakLogLine, SoakPayload } from "./soak-log.js";
 
 /** What the parent passes in argv[2]. */
@@ -29,11 +31,14 @@ export interface SoakChildSettings {
   member: string;
   ackWaitMs: number;
   mode: ConcurrencyMode;
-  deadLetterSubject: string;
+  /** Where a poison message goes after `maxDeliver` attempts; without one its key blocks (and is parked). */
+  deadLetterSubject?: string;
   maxDeliver: number;
   backoffMs: number[];
   /** The NDJSON file this instance appends its records to. */
   logFile: string;
+  /** Join the group by itself (a lease per instance) instead of being added by the test. */
+  autoJoin?: AutoJoinOptions;
 }
 
 const s = JSON.parse(process.argv[2] ?? "{}") as SoakChildSettings;
@@ -61,7 +66,8 @@ const member = await elasticConsume(jetstream(nc), {
   concurrency: s.mode,
   consumerConfig: { ack_wait: s.ackWaitMs * 1_000_000 },
   retry: { maxDeliver: s.maxDeliver, backoffMs: s.backoffMs },
-  deadLetterSubject: s.deadLetterSubject,
+  ...(s.deadLetterSubject === undefined ? {} : { deadLetterSubject: s.deadLetterSubject }),
+  ...(s.autoJoin === undefined ? {} : { autoJoin: s.autoJoin }),
   // The handler ignores msg.signal on purpose: a handler that does not cooperate with
   // the drain timeout is the case where the engine must keep the message to itself.
   handler: async (msg) => {
@@ -97,7 +103,10 @@ void (async () => {
             ? e.reason
             : e.type === "starts_held"
               ? `${e.reason} ${e.durationMs} ms`
-              : undefined;
+              : // Which message a failure, a dead letter, a block or a failed ack was about: a poison message's attempts can be followed across instances.
+                e.type === "handler_error" || e.type === "dead_lettered" || e.type === "blocked" || e.type === "unblocked" || e.type === "ack_failed"
+                ? `${e.subject} seq ${e.seq}${"attempt" in e ? ` attempt ${e.attempt}` : ""}${"outcome" in e ? ` ${e.outcome}` : ""}${e.type === "ack_failed" ? `: ${e.error instanceof Error ? e.error.message : String(e.error)}` : ""}`
+                : undefined;
     record({ ev: "status", pid, at: now(), type: e.type, ...(detail === undefined ? {} : { detail }), ...(info === undefined ? {} : { info }) });
   }
 })();

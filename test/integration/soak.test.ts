@@ -34,8 +34,8 @@ import { prng, sleep } from "../helpers/load-harness.js";
 import { startTcpProxy, type TcpProxy } from "../helpers/tcp-proxy.js";
 import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js";
 import { checkSoak, soakProblems, type SoakReport } from "../helpers/soak-check.js";
-import { SoakFleet, now, type SoakInstance } from "../helpers/soak-fleet.js";
-import type { HandlerRun, SoakPayload } from "../helpers/soak-log.js";
+import { SoakFleet, disturbances, now, publishSoakWorkload, type SoakInstance } from "../helpers/soak-fleet.js";
+import { drawSoakWorkload, type HandlerRun, type SoakPayload } from "../helpers/soak-log.js";
 
 const SEED = process.env["SOAK_SEED"] ? Number(process.env["SOAK_SEED"]) : Math.floor(Math.random() * 2 ** 31);
 const SECONDS = Number(process.env["SOAK_SECONDS"] ?? 60);
@@ -88,26 +88,6 @@ const DRAIN_TIMEOUT_MS = 120_000;
 
 console.log(`soak - seed ${SEED} (repeat with SOAK_SEED=${SEED} SOAK_SECONDS=${SECONDS}${MODE === "key" ? "" : ` SOAK_MODE=${MODE}`})`);
 
-/** The messages to publish, drawn from the seed: same seed, same keys, latencies and poison. */
-function drawWorkload(seed: number, count: number): SoakPayload[] {
-  const rng = prng(seed);
-  const seqs = new Map<string, number>();
-  const out: SoakPayload[] = [];
-  for (let i = 0; i < count; i++) {
-    const key = `k${Math.floor(rng() * KEYS)}`;
-    const slow = rng() < SLOW_RATE;
-    const spread = rng();
-    const ms = slow ? 20 + spread * (3 * ACK_WAIT_MS - 20) : spread * 20;
-    const poison = rng() < POISON_RATE;
-    const large = rng() < LARGE_RATE;
-    const padBytes = Math.round(LARGE_BYTES[0] + rng() * (LARGE_BYTES[1] - LARGE_BYTES[0]));
-    const seq = (seqs.get(key) ?? 0) + 1;
-    seqs.set(key, seq);
-    out.push({ key, seq, ms: Math.round(ms), poison, ...(large ? { pad: "x".repeat(padBytes) } : {}) });
-  }
-  return out;
-}
-
 describe("soak - elastic group under churn, kill -9, slow handlers and poison messages", () => {
   let env: TestEnv | undefined;
   let fleet: SoakFleet | undefined;
@@ -149,27 +129,11 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     const setupMs = now() - t0;
 
     // Load: publish the workload at RATE, in order, each message once (a retried publish keeps its msg id).
-    const workload = drawWorkload(SEED, Math.round(SECONDS * RATE));
+    const workload = drawSoakWorkload(SEED, Math.round(SECONDS * RATE), { keys: KEYS, ackWaitMs: ACK_WAIT_MS, slowRate: SLOW_RATE, poisonRate: POISON_RATE, largeRate: LARGE_RATE, largeBytes: LARGE_BYTES });
     const published: SoakPayload[] = [];
     let loadRunning = true;
     const loadStart = now();
-    const publishing = (async () => {
-      for (const [i, p] of workload.entries()) {
-        if (!loadRunning) break;
-        const due = loadStart + (i * 1000) / RATE;
-        if (due > now()) await sleep(due - now());
-        for (let attempt = 0; ; attempt++) {
-          try {
-            await e.js.publish(`${stream}.${p.key}`, JSON.stringify(p), { msgID: `${stream}-${p.key}-${p.seq}`, timeout: 5000 });
-            break;
-          } catch (err) {
-            if (attempt >= 20) throw err;
-            await sleep(100);
-          }
-        }
-        published.push(p);
-      }
-    })();
+    const publishing = publishSoakWorkload(e.js, stream, workload, RATE, loadStart, published, () => loadRunning);
 
     // Chaos, until the load is done: a membership change every second, a kill -9 every ~5 s.
     const chaosRng = prng(SEED ^ 0x5bd1e995);
@@ -346,25 +310,6 @@ describe("soak - elastic group under churn, kill -9, slow handlers and poison me
     if (problems.length > 0) assert.fail(`soak (seed ${SEED}) found:\n\n${problems.join("\n\n")}`);
   });
 });
-
-/**
- * What was done to the processes a failed run's report names (kills, SIGSTOP pulses,
- * link stalls and slow links), their connections' events, their ownership and pin events and the errors they reported, in time order: the
- * timeline a reader needs to tell a fault's documented effect from a broken promise.
- */
-function disturbances(f: SoakFleet, kills: { member: string; pid: number; at: number }[], report: string): string {
-  const named = new Set([...report.matchAll(/pid (\d+)/g)].map((m) => Number(m[1])));
-  const at = (t: number): string => new Date(t).toISOString().slice(11, 23);
-  const lines: { t: number; text: string }[] = [
-    ...kills.filter((k) => named.has(k.pid)).map((k) => ({ t: k.at, text: `kill -9 of ${k.member} (pid ${k.pid})` })),
-    ...f.pauses.filter((p) => named.has(p.pid)).map((p) => ({ t: p.from, text: `${p.kind ?? "sigstop"} of pid ${p.pid} until ${at(p.to)}` })),
-    ...f.slowLinks.filter((s) => named.has(s.pid)).map((s) => ({ t: s.from, text: `slow link (${s.delayMs} ms per chunk) of pid ${s.pid} until ${at(s.to)}` })),
-    ...f.log.errors.map((e) => ({ t: e.at, text: `pid ${e.pid} reported ${e.detail}` })),
-    ...f.log.connection.filter((c) => named.has(c.pid)).map((c) => ({ t: c.at, text: `pid ${c.pid} ${c.type}${c.detail === undefined ? "" : `: ${c.detail}`}` })),
-    ...f.log.ownership.filter((o) => named.has(o.pid)).map((o) => ({ t: o.at, text: `pid ${o.pid} ${o.type}${o.info === undefined ? "" : ` (${o.info})`}` })),
-  ].sort((a, b) => a.t - b.t);
-  return `what happened to the processes named above (with what they owned and when they were pinned), and every error reported:\n${lines.map((l) => `  ${at(l.t)} ${l.text}`).join("\n") || "  nothing"}`;
-}
 
 function printFigures(
   r: SoakReport,
