@@ -13,7 +13,7 @@
  */
 import { DiscardPolicy, StorageType, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
-import { attemptsAfterFailure, decodeAttemptRecord, encodeAttemptRecord, type AttemptIdentity } from "../core/attempt-record.js";
+import { attemptsAfterFailure, decodeAttemptRecord, encodeAttemptRecord, sameMessage, type AttemptIdentity } from "../core/attempt-record.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { bucketName, configKey } from "../core/names.js";
 import { msToNanos } from "../core/timing.js";
@@ -114,6 +114,16 @@ export class AttemptLedger implements AttemptCounter {
       throw wrapServerError(err, `counting the failed attempts of stream sequence ${msg.seq} in "${ATTEMPTS_BUCKET}"`);
     }
     throw new ConsumerGroupError("SERVER_ERROR", `the attempts record "${key}" kept changing while it was counted (${CAS_TRIES} tries): another instance counts the same message`);
+  }
+
+  async recorded(msg: ConsumerGroupMessage): Promise<number> {
+    const kv = await this.open();
+    const entry = await kv.get(this.keyOf(msg.seq));
+    const record = entry?.operation === "PUT" ? decodeAttemptRecord(entry.string()) : undefined;
+    const identity: AttemptIdentity = { seq: msg.seq, subject: msg.rawSubject, storedNanos: String(msg.info.timestampNanos) };
+    if (!record || !sameMessage(record, identity)) return 0;
+    this.remember(msg.seq); // its record is deleted once the message is settled here
+    return record.attempts;
   }
 
   settled(seq: number): Promise<void> | undefined {

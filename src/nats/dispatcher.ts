@@ -54,6 +54,12 @@ export interface AttemptCounter {
   failed(msg: ConsumerGroupMessage, localRuns: number): Promise<number>;
   /** `msg` was acked or terminated: its count, if one was kept, is deleted (a promise when there was one to delete). */
   settled(seq: number): Promise<void> | undefined;
+  /**
+   * The failed attempts counted for `msg` so far (0 when none). Asked before the first
+   * attempt here of a redelivered message: its attempts may be used up under an
+   * instance that was stalled or cut before it could dead-letter it.
+   */
+  recorded?(msg: ConsumerGroupMessage): Promise<number>;
 }
 
 /** The dispatch settings of an instance. */
@@ -486,7 +492,28 @@ export class Dispatcher {
   private run(lane: Lane, msg: LaneMessage): void {
     this.executing += 1;
     msg.attempts += 1;
+    const retry = this.policy.retry;
+    const counter = retry?.attempts;
+    if (retry && counter?.recorded && msg.attempts === 1 && msg.info.deliveryCount > 1) {
+      // A redelivery: another instance may have used its attempts up (and been stalled or cut before it
+      // dead-lettered it). Then it is not run again: it goes where its last failure would have sent it.
+      void counter.recorded(msg).then(
+        (recorded) => this.afterCheck(lane, msg, retry, recorded),
+        () => this.afterCheck(lane, msg, retry, 0),
+      );
+      return;
+    }
     this.attempt(lane, msg);
+  }
+
+  /** The count of a redelivered message was read: run it, or, with its attempts used up, settle it as its last failure would. */
+  private afterCheck(lane: Lane, msg: LaneMessage, retry: RetryPolicy, recorded: number): void {
+    if (recorded < retry.maxDeliver) return this.attempt(lane, msg);
+    this.executing -= 1;
+    msg.attempts -= 1;
+    const error = new ConsumerGroupError("HANDLER_FAILED", `its ${recorded} failed attempts (maxDeliver ${retry.maxDeliver}) were made by other instances before this redelivery; it is not run again`);
+    this.afterFailure(lane, msg, error, retry, recorded);
+    this.pump();
   }
 
   /**

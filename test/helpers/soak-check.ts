@@ -298,7 +298,13 @@ export interface RepeatedDeadLetter {
   /** `<subject> seq <work-queue seq>`, as the member reported it. */
   message: string;
   by: { pid: number; at: number }[];
-  /** Every dead-lettering but the last was followed by a kill of its process within the ack grace (or the process was stopped then and killed while stopped): the terminate may not have left. */
+  /**
+   * Every dead-lettering but the last was followed by a kill of its process within the
+   * ack grace (or the process was stopped then and killed while stopped): the terminate
+   * may not have left. Or every later one came from a process that was stopped (SIGSTOP)
+   * while the first was sent: it finished an attempt made before the stop, and the
+   * message did not run again (the dead-letter stream stores one copy).
+   */
   excused: boolean;
 }
 
@@ -324,6 +330,9 @@ export function repeatedDeadLetters(
     .filter(([, by]) => by.length > 1)
     .map(([message, by]) => {
       const sorted = [...by].sort((a, b) => a.at - b.at);
-      return { message, by: sorted, excused: sorted.slice(0, -1).every((d) => cutAfter(d.pid, d.at)) };
+      const first = sorted[0]?.at ?? 0;
+      const stoppedAcross = (d: { pid: number; at: number }): boolean => (input.pauses ?? []).some((p) => p.pid === d.pid && p.kind !== "stall" && p.from <= first && p.to >= first && d.at >= p.to);
+      const excused = sorted.slice(0, -1).every((d) => cutAfter(d.pid, d.at)) || sorted.slice(1).every(stoppedAcross);
+      return { message, by: sorted, excused };
     });
 }

@@ -552,6 +552,10 @@ describe("autoscale soak - repeated dead letters checker", () => {
     assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000), ev(2, 3000, 8)], { kills, ackGraceMs: 200 }).map((d) => [d.message, d.excused]), [["s.a seq 7", true]]);
     assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000)], { kills: new Map(), ackGraceMs: 200 }).map((d) => d.excused), [false]);
     assert.deepEqual(repeatedDeadLetters([ev(1, 1000), ev(2, 3000)], { kills: new Map([[1, 2500]]), ackGraceMs: 200 }).map((d) => d.excused), [false]);
+    // The later one from a process stopped (SIGSTOP) while the first was sent: it finished an attempt from before the stop.
+    const stop = (pid: number, from: number, to: number) => ({ pid, from, to, kind: "sigstop" as const });
+    assert.deepEqual(repeatedDeadLetters([ev(2, 3000), ev(1, 4100)], { kills: new Map(), pauses: [stop(1, 2000, 4000)], ackGraceMs: 200 }).map((d) => d.excused), [true]);
+    assert.deepEqual(repeatedDeadLetters([ev(2, 3000), ev(1, 4100)], { kills: new Map(), pauses: [stop(1, 3500, 4000)], ackGraceMs: 200 }).map((d) => d.excused), [false], "stopped only after the first was sent");
   });
 });
 

@@ -1079,6 +1079,35 @@ describe("dispatcher - attempts counted across consumers (no server)", () => {
     assert.equal(counter.counts.size, 0);
   });
 
+  for (const recorded of [3, 1]) {
+    test(`dispatcher - a redelivery whose recorded attempts are ${recorded === 3 ? "used up (an instance stalled before it dead-lettered it)" : "not used up"} is ${recorded === 3 ? "dead-lettered without running" : "run"} (maxDeliver 3)`, async () => {
+      const counter = new MemoryCounter();
+      counter.counts.set(5, recorded);
+      const ids: string[] = [];
+      const counts: string[] = [];
+      const { events, log } = recorder();
+      let runs = 0;
+      const d = new Dispatcher(
+        () => {
+          runs += 1;
+        },
+        policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: Object.assign(counter, { recorded: (msg: ConsumerGroupMessage) => Promise.resolve(counter.counts.get(msg.seq) ?? 0) }), deadLetter: deadLetter(ids, counts) } }),
+        events,
+      );
+      d.push(delivery(5, "a", 0, 2).js); // delivery count 2: redelivered after an AckWait
+      if (recorded === 3) {
+        await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+        assert.equal(runs, 0, "not run again");
+        assert.deepEqual(counts, ["3"]);
+      } else {
+        await waitFor(() => log.handled.length === 1, 1000, "handled");
+        assert.equal(runs, 1);
+        assert.deepEqual(log.deadLettered, []);
+      }
+      await d.drain(1000);
+    });
+  }
+
   for (const confirmed of [true, false]) {
     test(`dispatcher - a dead letter whose terminate the server ${confirmed ? "confirms" : "does not confirm"} ${confirmed ? "deletes" : "keeps"} its attempt count (it may come back: dead-lettered again on its next failure, not after maxDeliver more)`, async () => {
       const counter = new MemoryCounter();
