@@ -56,7 +56,7 @@ export type { Settlement } from "./nats/message.js";
 export type { MessageHandler } from "./nats/pinned-consumer.js";
 export type { ConsumerGroupMember, MemberLifecycle, MemberStatus } from "./nats/member.js";
 export type { ReleaseOptions, ReleaseOutcome } from "./nats/member-types.js";
-export type { ParkedKey } from "./nats/dispatcher.js";
+export type { ParkedKey, ReleaseResult, UnblockOutcome } from "./nats/dispatcher.js";
 export { DeadLetterHeaders } from "./nats/dead-letter.js";
 export { METER_NAME, MetricAttributes, MetricNames } from "./nats/metrics.js";
 export type { MeterProviderLike } from "./nats/metrics.js";

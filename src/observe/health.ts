@@ -1,6 +1,7 @@
 /**
  * Health findings of a group, from its description. Pure.
  */
+import type { ListedParkedKey } from "../elastic/parking.js";
 import { FAST_FILTERS_RELEASE, slowFiltersRelease } from "./server-releases.js";
 
 /** One thing worth an operator's attention, in plain language. */
@@ -63,18 +64,14 @@ export interface HealthInput {
   /** The version of the server the description came from, when known. */
   serverVersion?: string;
   /** Elastic: the blocked keys the running instances reported (see `listParkedKeys`). */
-  parkedKeys?: {
-    member: string;
-    key: string;
-    mode: string;
-    partition: number;
-    seq: number;
-    attempts: number;
-    parkedMessages: number;
-    error: string;
-  }[];
+  parkedKeys?: readonly Pick<ListedParkedKey, "member" | "key" | "mode" | "partition" | "seq" | "attempts" | "parkedMessages" | "error">[];
   /** The group's stream and name, for the commands a finding suggests. */
-  names?: { stream: string; group: string };
+  names?: {
+    /** The stream. */
+    stream: string;
+    /** The group. */
+    group: string;
+  };
   /** Elastic: a repartition in progress (the work-queue stream's record). */
   repartition?: {
     /** The partition count before. */
