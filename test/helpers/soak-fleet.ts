@@ -143,8 +143,10 @@ export class SoakFleet {
           this.exits.set(inst.pid, at);
           markReady(false);
           const stopped = this.stops.has(inst.pid);
-          // A scaled-down instance is expected to exit, with status 0 (it stopped its member cleanly).
-          if (!this.stopping && !this.kills.has(inst.pid) && (!stopped || code !== 0)) {
+          // A scaled-down instance is expected to exit, with status 0 (it stopped its member cleanly); one
+          // stopped before it had loaded (no SIGTERM handler yet) ends by the signal, as a process does.
+          const clean = code === 0 || (!ready && signal === "SIGTERM");
+          if (!this.stopping && !this.kills.has(inst.pid) && (!stopped || !clean)) {
             this.unexpectedExits.push({ member, pid: inst.pid, at, code, signal });
             if (!stopped && !this.retired.has(member)) this.start(member);
           }

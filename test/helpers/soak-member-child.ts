@@ -48,6 +48,14 @@ const now = (): number => performance.timeOrigin + performance.now();
 const record = (line: SoakLogLine): void => void writeSync(fd, JSON.stringify(line) + "\n");
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+// A scale-down may come while the instance is still starting (its consume waits for its consumer):
+// it is noted now and carried out once the member exists, as a process with a SIGTERM handler does.
+const stopping: { asked: boolean; exit?: () => void } = { asked: false };
+const askStop = (): void => {
+  stopping.asked = true;
+  stopping.exit?.();
+};
+process.on("SIGTERM", askStop);
 const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 // The connection's own events (disconnect, reconnect, a server error such as a slow-consumer
 // cut) go into the log as `connection_<type>` status lines: an ack written just before a cut
@@ -119,7 +127,8 @@ const exit = async (): Promise<void> => {
   await nc.close();
   process.exit(0);
 };
-process.on("SIGTERM", () => void exit());
+stopping.exit = () => void exit();
+if (stopping.asked) stopping.exit();
 process.stdin.on("end", () => void exit());
 process.stdin.on("close", () => void exit());
 process.stdin.resume();
