@@ -3,6 +3,9 @@
 // gets it, in a fresh temporary project that installs the packed tarball (npm pack)
 // and the nats.js peers, against a real nats-server (the project's launcher and
 // pinned binary, loopback only):
+//   0. before building anything, scripts/check-links.mjs: every relative link and
+//      #anchor of README.md, CHANGELOG.md, BENCHMARKS.md and docs/*.md resolves, and
+//      every `test/….ts` path they mention exists;
 //   1. the installed `cg` is asked for --metrics-port before the OpenTelemetry SDK
 //      is installed: it must fail with METRICS_DEPENDENCY_MISSING and the npm line;
 //   2. the SDK and the Prometheus exporter are installed (as that line says), and
@@ -22,6 +25,7 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { checkLinks } from "./check-links.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
@@ -60,6 +64,14 @@ export function extractBlocks(markdown) {
 }
 
 const sources = ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
+
+// 0. the pages' links, anchors and test paths
+const broken = checkLinks();
+if (broken.length > 0) {
+  console.error(`check-examples: ${broken.length} broken reference(s) in the documentation:\n  ${broken.join("\n  ")}`);
+  process.exit(1);
+}
+console.log("check-examples: every relative link, #anchor and test/….ts path of README.md, CHANGELOG.md, BENCHMARKS.md and docs/*.md resolves");
 
 // 1. the package as published
 console.log("check-examples: building and packing ...");
