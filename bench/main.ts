@@ -12,6 +12,7 @@ import { benchServer, noServer } from "./lib/env.js";
 import { fleetChart, machine, markdown, scalingChart, table, write, type RunReport } from "./lib/report.js";
 import type { BenchContext, Row, Scenario } from "./lib/types.js";
 import { assignment } from "./scenarios/assignment.js";
+import { attempts } from "./scenarios/attempts.js";
 import { cluster } from "./scenarios/cluster.js";
 import { concurrency } from "./scenarios/concurrency.js";
 import { describeScale } from "./scenarios/describe.js";
@@ -25,7 +26,7 @@ import { rebalance } from "./scenarios/rebalance.js";
 import { scaling } from "./scenarios/scaling.js";
 import { versions } from "./scenarios/versions.js";
 
-const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, cluster, holds, assignment, versions };
+const scenarios: Record<string, Scenario> = { overhead, "order-vs-go": orderVsGo, concurrency, scaling, failover, rebalance, memory, describe: describeScale, fleet, cluster, holds, assignment, versions, attempts };
 /** Scenarios that never touch the suite's server (cluster, holds and versions start servers of their own): a run of only these starts none. */
 const serverless = new Set(["assignment", "versions", "cluster", "holds"]);
 

@@ -37,6 +37,19 @@ export function attemptsAfterFailure(record: AttemptRecord | undefined, identity
   return Math.max(localRuns, counted + 1);
 }
 
+/**
+ * The attempts of a message counted before its next attempt runs (`retry.exactAttempts`):
+ * the record's count (when it counts this message) or the attempts known here, whichever
+ * is more. The next attempt may run when this is below `maxDeliver`; it is then counted
+ * as `counted + 1` before it starts, so an attempt that a crash cuts is counted too.
+ *
+ * @param earlierRuns - attempts known here before this one: the consumer's earlier deliveries plus this instance's attempts
+ */
+export function attemptsBeforeRun(record: AttemptRecord | undefined, identity: AttemptIdentity, earlierRuns: number): number {
+  const counted = record && sameMessage(record, identity) ? record.attempts : 0;
+  return Math.max(earlierRuns, counted);
+}
+
 /** Whether a record counts the message `identity` names. */
 export function sameMessage(record: AttemptIdentity, identity: AttemptIdentity): boolean {
   return record.seq === identity.seq && record.subject === identity.subject && record.storedNanos === identity.storedNanos;

@@ -51,6 +51,8 @@ export type ErrorCode =
   | "CONFIG_DELETED"
   | "WATCH_CLOSED"
   | "HANDLER_FAILED"
+  /** `retry.exactAttempts` on an attempts bucket whose stream denies message deletes (made by `nats kv add`, or an earlier release). */
+  | "ATTEMPTS_BUCKET_KEEPS_RECORDS"
   | "ACK_FAILED"
   | "KEY_FAILED"
   | "STOPPED"

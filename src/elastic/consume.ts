@@ -261,8 +261,7 @@ export interface ElasticConsumeOptions extends Omit<ConsumeOptions, "member"> {
    * Join the group by itself: the instance adds its member to the membership, keeps a
    * lease alive while it runs, and takes the member out when its last instance stops;
    * members whose last lease expires are removed by a live auto instance. Members
-   * added by hand (or by Go, or the CLI) are never touched. See the README's "Auto
-   * membership".
+   * added by hand (or by Go, or the CLI) are never touched. See docs/auto-membership.md.
    */
   autoJoin?: boolean | AutoJoinOptions;
 }
@@ -309,7 +308,9 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   const { stream, group, member } = withMember as ConsumeOptions;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "elastic consumer groups (priority groups with pinned_client)");
-  const settings = countingAttempts(checked, new AttemptLedger(js, jsm, stream, group));
+  const ledger = new AttemptLedger(js, jsm, stream, group);
+  const settings = countingAttempts(checked, ledger);
+  if (settings.dispatch.retry?.exact) await ledger.requireRemovableRecords();
   // An auto instance (a pod starting) waits through a cluster electing a leader; a hand-run member fails at once.
   const patiently = auto ? retryTransient : <T>(action: () => Promise<T>): Promise<T> => action();
   await patiently(() => streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`));

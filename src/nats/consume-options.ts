@@ -112,6 +112,18 @@ export interface ConsumeOptions extends MemberLifecycle {
         maxDeliver?: number;
         /** The wait before each next attempt, in ms: one value, or one per attempt (the last repeats). */
         backoffMs?: number | number[];
+        /**
+         * Elastic groups: count each attempt before its handler starts, in the attempts
+         * bucket, instead of when it fails. Then an attempt cut by a crash (kill -9, a lost
+         * pod) counts even when a rebalance recreates the consumer before the message
+         * comes back, and a message's handler starts at most `maxDeliver` times in all.
+         * Without it such an attempt can go uncounted: at most one extra start per crash.
+         * Costs one awaited request before each attempt and one more when the message is
+         * settled (see docs for the measured throughput). Static groups count exactly
+         * without it (their consumers keep delivery counts), so there it changes nothing.
+         * Default false.
+         */
+        exactAttempts?: boolean;
       }
     | false;
   /**
@@ -256,7 +268,7 @@ const DEFAULT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {
   const given = options.retry;
   if (given !== undefined && given !== false && (typeof given !== "object" || given === null || Array.isArray(given))) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry must be false or an object { maxDeliver?, backoffMs? }, got ${quoted(given)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry must be false or an object { maxDeliver?, backoffMs?, exactAttempts? }, got ${quoted(given)}`);
   }
   if (given === false || (given === undefined && mode === "serial" && options.deadLetterSubject === undefined)) return undefined;
   const maxDeliver = given?.maxDeliver ?? (template.max_deliver !== undefined && template.max_deliver > 0 ? template.max_deliver : 5);
@@ -264,6 +276,10 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
     throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.maxDeliver must be an integer >= 1, got ${String(maxDeliver)}`);
   }
   const steps = delaySteps(given?.backoffMs, "retry.backoffMs", [100, 500, 1000, 2000, 5000]);
+  const exact = given?.exactAttempts ?? false;
+  if (typeof exact !== "boolean") {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.exactAttempts must be true or false, got ${quoted(exact)}`);
+  }
   const subject = options.deadLetterSubject;
   if (subject !== undefined && !isLiteralSubject(subject)) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
@@ -271,6 +287,7 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
   return {
     maxDeliver,
     backoffMs: (attempt) => steps[Math.min(attempt - 1, steps.length - 1)] ?? 0,
+    ...(exact ? { exact } : {}),
     ...(subject ? { deadLetter: deadLetterTarget(js, options.stream, options.group, subject) } : {}),
   };
 }

@@ -41,6 +41,13 @@ export interface RetryPolicy {
    * the server's delivery count and this instance's attempts are the count.
    */
   attempts?: AttemptCounter;
+  /**
+   * Count each attempt before its handler starts ({@link AttemptCounter.begin}), not
+   * when it fails: an attempt cut by a crash counts too, so `maxDeliver` bounds the
+   * handler starts exactly, whatever happens to the instance. Costs a shared-count
+   * write before every attempt.
+   */
+  exact?: boolean;
 }
 
 /** A shared count of each message's failed attempts (see `RetryPolicy.attempts`). */
@@ -60,6 +67,15 @@ export interface AttemptCounter {
    * instance that was stalled or cut before it could dead-letter it.
    */
   recorded?(msg: ConsumerGroupMessage): Promise<number>;
+  /**
+   * Counts the attempt of `msg` about to start (`RetryPolicy.exact`), unless the attempts
+   * already counted reach `limit`: then nothing is written and it must not run.
+   *
+   * @param earlierRuns - the attempts known here before this one (the consumer's earlier deliveries plus this instance's attempts)
+   * @param limit - the count at which it must not run (`maxDeliver` for its first attempt here; Infinity for a blocked message retried in place)
+   * @returns the attempts counted before this one, and whether this one was counted (and so may run)
+   */
+  begin?(msg: ConsumerGroupMessage, earlierRuns: number, limit: number): Promise<{ counted: number; began: boolean }>;
 }
 
 /** The dispatch settings of an instance. */
@@ -494,6 +510,26 @@ export class Dispatcher {
     msg.attempts += 1;
     const retry = this.policy.retry;
     const counter = retry?.attempts;
+    msg.countedAtStart = undefined;
+    if (retry?.exact && counter?.begin) {
+      // Counted before it runs: a crash during the attempt cannot leave it uncounted. A message whose
+      // attempts were used up elsewhere is not run again here (as for a redelivery below); a blocked
+      // one retried in place still runs, and is counted.
+      const earlierRuns = msg.info.deliveryCount - 1 + msg.attempts - 1;
+      void counter.begin(msg, earlierRuns, msg.attempts === 1 ? retry.maxDeliver : Infinity).then(
+        ({ counted, began }) => {
+          if (!began) return this.afterCheck(lane, msg, retry, counted);
+          msg.countedAtStart = counted + 1;
+          this.attempt(lane, msg);
+        },
+        (error: unknown) => {
+          // Not counted ahead: its failure is counted as without exactAttempts.
+          this.events.onAttemptsUnrecorded?.(msg, error);
+          this.attempt(lane, msg);
+        },
+      );
+      return;
+    }
     if (retry && counter?.recorded && msg.attempts === 1 && msg.info.deliveryCount > 1) {
       // A redelivery: another instance may have used its attempts up (and been stalled or cut before it
       // dead-lettered it). Then it is not run again: it goes where its last failure would have sent it.
@@ -652,6 +688,8 @@ export class Dispatcher {
     // they do for the consumer's max_deliver): a poison message is dead-lettered before the server
     // could stop delivering it, whichever instances tried it.
     const localRuns = msg.info.deliveryCount - 1 + attempt;
+    // Counted when it started (exactAttempts): nothing more to write.
+    if (msg.countedAtStart !== undefined) return this.afterFailure(lane, msg, error, retry, Math.max(msg.countedAtStart, localRuns));
     const counter = retry.attempts;
     if (!counter) return this.afterFailure(lane, msg, error, retry, localRuns);
     // The count is shared (a rebalance starts the server's over): the head holds its lane, not a

@@ -41,6 +41,11 @@ export class LaneMessage extends ConsumerGroupMessage {
   retryNow = false;
   /** Dead-lettered, but the server did not confirm its terminate: it may come back, so its attempt count is kept. */
   termUnconfirmed = false;
+  /**
+   * `retry.exactAttempts`: the attempt that runs now was counted before it started, as
+   * this many in all; its failure is not counted again. Undefined otherwise.
+   */
+  countedAtStart: number | undefined = undefined;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery

@@ -16,6 +16,7 @@ export const ApiCode = {
   ConsumerAlreadyExists: 10148,
   ConsumerNameExists: 10013,
   NoMessageFound: 10037,
+  MessageDeleteFailed: 10057,
 } as const;
 
 /**

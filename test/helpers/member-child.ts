@@ -13,6 +13,7 @@ const s = JSON.parse(process.argv[2] ?? "{}") as ChildSettings;
 const out = (o: object): void => void process.stdout.write(JSON.stringify(o) + "\n");
 const nc = await connect({ servers: s.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
 const consume = s.flavour === "static" ? staticConsume : elasticConsume;
+let poisonStarts = 0;
 const member = await (consume as typeof elasticConsume)(jetstream(nc), {
   stream: s.stream,
   group: s.group,
@@ -23,9 +24,16 @@ const member = await (consume as typeof elasticConsume)(jetstream(nc), {
   ...(s.maxBuffered ? { maxBuffered: s.maxBuffered } : {}),
   ...(s.maxInFlight ? { maxInFlight: s.maxInFlight } : {}),
   ...(s.autoJoin ? { autoJoin: s.autoJoin } : {}),
+  ...(s.retry ? { retry: s.retry } : {}),
+  ...(s.deadLetterSubject ? { deadLetterSubject: s.deadLetterSubject } : {}),
   handler: async (msg) => {
     const { key, seq } = msg.json<LoadPayload>();
     out({ ev: "msg", key, seq, p: msg.partition, at: performance.timeOrigin + performance.now(), pin: msg.pinId });
+    if (s.poison && key === s.poison.key) {
+      poisonStarts += 1;
+      if (poisonStarts === s.poison.hangOnAttempt) await new Promise(() => undefined);
+      throw new Error("poison");
+    }
     if (s.handlerMs) await new Promise((r) => setTimeout(r, s.handlerMs));
   },
 });

@@ -46,6 +46,12 @@ export interface ChildSettings {
   maxInFlight?: number;
   /** Join with a lease (elastic). */
   autoJoin?: { leaseTtlMs?: number; settleMs?: number; assignment?: "balanced" | "sticky" };
+  /** The failure policy. */
+  retry?: { maxDeliver: number; backoffMs: number; exactAttempts?: boolean };
+  /** Where messages that fail `maxDeliver` times go. */
+  deadLetterSubject?: string;
+  /** Messages of this key fail (each start is still reported); attempt number `hangOnAttempt` here never returns (the process is to be killed during it). */
+  poison?: { key: string; hangOnAttempt?: number };
 }
 
 /** Starts a member child whose handled messages go into `log`. */

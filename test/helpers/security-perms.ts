@@ -99,7 +99,7 @@ export function autoMemberPermissions(scope: Omit<GroupScope, "kind"> & { member
   };
 }
 
-/** The attempts bucket's subjects of an elastic member: bind (or create) it, and read and write its group's records. */
+/** The attempts bucket's subjects of an elastic member: bind (or create) it, read and write its group's records, and remove them once settled. */
 function attemptsBucketMember(stream: string, group: string): string[] {
   const bucket = "elastic-consumer-group-attempts";
   return [
@@ -108,6 +108,8 @@ function attemptsBucketMember(stream: string, group: string): string[] {
     `$KV.${bucket}.${stream}.${group}.>`,
     `$JS.API.DIRECT.GET.KV_${bucket}.$KV.${bucket}.${stream}.${group}.>`,
     `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+    // A settled record is removed outright (the bucket this library makes allows it).
+    `$JS.API.STREAM.MSG.DELETE.KV_${bucket}`,
   ];
 }
 

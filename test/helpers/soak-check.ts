@@ -259,7 +259,7 @@ export interface PoisonAttempts {
 /**
  * How often each poison message was attempted, against `maxDeliver` (with a dead-letter
  * subject: after that many it must be dead-lettered). An attempt that a kill -9 cut
- * counts no failure (see the README's "Attempts"), so it may add one: one in flight at
+ * counts no failure (see "Attempts" in docs/concurrency-and-failures.md; with `retry.exactAttempts` it does), so it may add one: one in flight at
  * the kill, or ended within the ack grace before it (or before the SIGSTOP the killed
  * process was in: it ran nothing after that). An attempt in
  * flight across a SIGSTOP is no excuse: it still ends and counts its failure (another

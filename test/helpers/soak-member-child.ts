@@ -35,6 +35,8 @@ export interface SoakChildSettings {
   deadLetterSubject?: string;
   maxDeliver: number;
   backoffMs: number[];
+  /** Count each attempt before it starts (`retry.exactAttempts`). */
+  exactAttempts?: boolean;
   /** The NDJSON file this instance appends its records to. */
   logFile: string;
   /** Join the group by itself (a lease per instance) instead of being added by the test. */
@@ -73,7 +75,7 @@ const member = await elasticConsume(jetstream(nc), {
   member: s.member,
   concurrency: s.mode,
   consumerConfig: { ack_wait: s.ackWaitMs * 1_000_000 },
-  retry: { maxDeliver: s.maxDeliver, backoffMs: s.backoffMs },
+  retry: { maxDeliver: s.maxDeliver, backoffMs: s.backoffMs, ...(s.exactAttempts ? { exactAttempts: true } : {}) },
   ...(s.deadLetterSubject === undefined ? {} : { deadLetterSubject: s.deadLetterSubject }),
   ...(s.autoJoin === undefined ? {} : { autoJoin: s.autoJoin }),
   // The handler ignores msg.signal on purpose: a handler that does not cooperate with

@@ -11,6 +11,8 @@ import { addMembers, ATTEMPTS_BUCKET, deleteElastic, deleteMembers, elasticConsu
 import { startEnv, uniqueName, type TestEnv } from "../helpers/nats.js";
 import { createLoadGroup, nanos } from "../helpers/load-scenario.js";
 import { sleep } from "../helpers/load-harness.js";
+import { HandledLog } from "../helpers/keyed-load.js";
+import { startChildMember } from "../helpers/member-process.js";
 
 describe("attempts across rebalances (issue 25 item 2)", () => {
   let env: TestEnv;
@@ -91,6 +93,114 @@ describe("attempts across rebalances (issue 25 item 2)", () => {
     for await (const key of await kv.keys(`${r.stream}.g.>`)) left.push(key);
     assert.deepEqual(left, [], "the dead-lettered message's attempt record is deleted");
     await deleteElastic(env.js, r.stream, "g");
+  });
+
+  /**
+   * m1 runs in its own process: the poison message's first attempt fails, its second never
+   * returns and the process is killed -9 during it; then m2 joins and m1 is removed, so the
+   * message comes back on m2's consumer with delivery count 1. Returns the handler starts
+   * of the poison message on each member and how many dead letters were stored.
+   */
+  async function killedMidAttempt(name: string, exactAttempts: boolean): Promise<{ m1: number; m2: number; deadLetters: number }> {
+    const stream = uniqueName(name);
+    const dlq = uniqueName("DLQ");
+    await env.jsm.streams.add({ name: dlq, subjects: [`${dlq}.letters`], storage: "memory" });
+    const subjectOf = await createLoadGroup(env, "elastic", stream, "g", 2, ["m1"]);
+    const retry = { maxDeliver: 3, backoffMs: 200, exactAttempts };
+    const log = new HandledLog();
+    const child = startChildMember(
+      { url: env.server.url, flavour: "elastic", stream, group: "g", member: "m1", ackWaitMs: 3000, concurrency: "key", maxBuffered: 16, retry, deadLetterSubject: `${dlq}.letters`, poison: { key: "poison", hangOnAttempt: 2 } },
+      log,
+    );
+    let m2Starts = 0;
+    let m2: ConsumerGroupMember | undefined;
+    try {
+      await child.ready;
+      m2 = await elasticConsume(env.js, {
+        stream,
+        group: "g",
+        member: "m2",
+        concurrency: "key",
+        retry,
+        deadLetterSubject: `${dlq}.letters`,
+        consumerConfig: { ack_wait: nanos(3000) },
+        handler: (msg) => {
+          if (msg.json<{ key: string }>().key !== "poison") return;
+          m2Starts += 1;
+          throw new Error("poison");
+        },
+      });
+      await env.js.publish(subjectOf("poison"), JSON.stringify({ key: "poison", seq: 1 }));
+      const deadline = performance.now() + 20_000;
+      while (performance.now() < deadline && child.records.length < 2) await sleep(50);
+      assert.equal(child.records.length, 2, "m1 made two attempts, the second still running");
+      await child.kill();
+      await addMembers(env.js, stream, "g", ["m2"]);
+      await deleteMembers(env.js, stream, "g", ["m1"]);
+      while (performance.now() < deadline + 10_000 && (await env.jsm.streams.info(dlq)).state.messages === 0) await sleep(200);
+      await sleep(1000); // another attempt would come within its backoff
+      return { m1: child.records.length, m2: m2Starts, deadLetters: (await env.jsm.streams.info(dlq)).state.messages };
+    } finally {
+      await child.kill();
+      await m2?.stop();
+      await deleteElastic(env.js, stream, "g");
+    }
+  }
+
+  test("attempts - exactAttempts: a kill -9 during an attempt, then a rebalance: the cut attempt counts, and the handler starts exactly maxDeliver (3) times in all", async () => {
+    const r = await killedMidAttempt("atk", true);
+    assert.deepEqual(r, { m1: 2, m2: 1, deadLetters: 1 }, "2 starts on the killed m1 (one cut), 1 on m2, then the dead letter");
+  });
+
+  test("attempts - without exactAttempts the same cut attempt goes uncounted: one start more than maxDeliver, never two (the documented bound)", async () => {
+    const r = await killedMidAttempt("atn", false);
+    assert.deepEqual(r, { m1: 2, m2: 2, deadLetters: 1 }, "2 starts on m1, 2 on m2: 4 with maxDeliver 3");
+  });
+
+  test("attempts - exactAttempts on an attempts bucket that denies deletes (made by nats kv add): refused with a typed error saying what to do; nothing consumed", async () => {
+    const own = await startEnv();
+    try {
+      await own.jsm.streams.add({ name: `KV_${ATTEMPTS_BUCKET}`, subjects: [`$KV.${ATTEMPTS_BUCKET}.>`], max_msgs_per_subject: 1, deny_delete: true, allow_rollup_hdrs: true, allow_direct: true });
+      const stream = uniqueName("atd");
+      await createLoadGroup(own, "elastic", stream, "g", 2, ["m1"]);
+      await assert.rejects(
+        elasticConsume(own.js, { stream, group: "g", member: "m1", concurrency: "key", retry: { exactAttempts: true }, handler: () => undefined }),
+        (err: Error & { code?: string }) => err.code === "ATTEMPTS_BUCKET_KEEPS_RECORDS" && /deny_delete/.test(err.message) && /nats stream rm KV_elastic-consumer-group-attempts/.test(err.message),
+      );
+      const consumers = await own.jsm.consumers.list(workQueueStreamName(stream, "g")).next();
+      assert.deepEqual(consumers.map((c) => c.name), [], "no consumer was made");
+      // Without the option the same bucket serves (records are deleted with markers).
+      const member = await elasticConsume(own.js, { stream, group: "g", member: "m1", concurrency: "key", retry: { maxDeliver: 2 }, handler: () => undefined });
+      await member.stop();
+    } finally {
+      await own.close();
+    }
+  });
+
+  test("attempts - exactAttempts leaves no record behind for messages handled (a settled record is removed outright, no delete marker)", async () => {
+    const stream = uniqueName("atr");
+    const subjectOf = await createLoadGroup(env, "elastic", stream, "g", 2, ["m1"]);
+    const handled: number[] = [];
+    const member = await elasticConsume(env.js, {
+      stream,
+      group: "g",
+      member: "m1",
+      concurrency: "key",
+      retry: { maxDeliver: 3, exactAttempts: true },
+      handler: (msg) => void handled.push(msg.seq),
+    });
+    try {
+      for (let i = 0; i < 50; i++) await env.js.publish(subjectOf(`k${i % 7}`), JSON.stringify({ key: `k${i % 7}`, seq: i }));
+      const deadline = performance.now() + 15_000;
+      while (performance.now() < deadline && handled.length < 50) await sleep(50);
+      assert.equal(handled.length, 50);
+      await sleep(500); // the deletes are not awaited by the handlers
+      const left = (await env.jsm.streams.getMessage(`KV_${ATTEMPTS_BUCKET}`, { last_by_subj: `$KV.${ATTEMPTS_BUCKET}.${stream}.g.>` }).catch(() => null));
+      assert.equal(left, null, "nothing stored for the group's messages: no records, no delete markers");
+    } finally {
+      await member.stop();
+      await deleteElastic(env.js, stream, "g");
+    }
   });
 
   test("attempts - a step-down (admin unpin) during the last allowed attempt: the attempt is dead-lettered by the instance that ran it, not given back for a 4th on the standby (review finding)", async () => {

@@ -12,9 +12,10 @@
  *
  * Half of the seeds (odd ones) give the members a `deadLetterSubject`: every poison
  * message must then be dead-lettered exactly once, after at most `maxDeliver` attempts
- * (an attempt a kill -9 cut may add one: reported apart; a SIGSTOP excuses none). The other half run without
+ * (an attempt a kill -9 cut may add one: reported apart; a SIGSTOP excuses none; with
+ * `retry.exactAttempts`, every other such seed, nothing excuses one). The other half run without
  * one: a poison key blocks and is parked, the messages behind it stay unhandled (and a
- * parked key in an old partition holds the repartition in `moving`, as the README says).
+ * parked key in an old partition holds the repartition in `moving`, as docs/repartitioning.md says).
  * After the load, once nothing moves any more, every message not handled must still be
  * in the work queue (none lost); then the test releases each parked key to the
  * dead-letter stream with `releaseParkedKey(nc, stream, group, seq, { deadLetterSubject })`
@@ -57,6 +58,8 @@ import type { SoakChildSettings } from "../helpers/soak-member-child.js";
 const SEED = process.env["AUTOSOAK_SEED"] ? Number(process.env["AUTOSOAK_SEED"]) : Math.floor(Math.random() * 2 ** 31);
 const SECONDS = Number(process.env["AUTOSOAK_SECONDS"] ?? 45);
 const DLQ = process.env["AUTOSOAK_DLQ"] ? process.env["AUTOSOAK_DLQ"] === "1" : SEED % 2 === 1;
+/** `retry.exactAttempts` (with a dead-letter subject): then no kill excuses an attempt past maxDeliver. Every other seed with one. */
+const EXACT = DLQ && (process.env["AUTOSOAK_EXACT"] ? process.env["AUTOSOAK_EXACT"] === "1" : Math.floor(SEED / 4) % 2 === 1);
 const ASSIGNMENT = (process.env["AUTOSOAK_ASSIGNMENT"] ?? (Math.floor(SEED / 2) % 2 === 0 ? "balanced" : "sticky")) as AssignmentPolicy;
 if (!Number.isSafeInteger(SEED) || !(SECONDS > 0) || !["balanced", "sticky"].includes(ASSIGNMENT)) {
   throw new Error(
@@ -93,7 +96,7 @@ const DRAIN_TIMEOUT_MS = 120_000;
 const STILL_MS = 5000;
 
 console.log(
-  `autoscale-soak - seed ${SEED} (repeat with AUTOSOAK_SEED=${SEED} AUTOSOAK_SECONDS=${SECONDS}); ${DLQ ? "with" : "without"} a dead-letter subject, assignment ${ASSIGNMENT}`,
+  `autoscale-soak - seed ${SEED} (repeat with AUTOSOAK_SEED=${SEED} AUTOSOAK_SECONDS=${SECONDS}); ${DLQ ? "with" : "without"} a dead-letter subject${EXACT ? " and exactAttempts" : ""}, assignment ${ASSIGNMENT}`,
 );
 
 /** What the run did, for the summary. */
@@ -170,6 +173,7 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
         backoffMs: BACKOFF_MS,
         autoJoin: { leaseTtlMs: LEASE_TTL_MS, settleMs: SETTLE_MS, assignment: ASSIGNMENT },
         ...(DLQ ? { deadLetterSubject: dlqSubject } : {}),
+        ...(EXACT ? { exactAttempts: true } : {}),
       };
       const f = new SoakFleet(dir, settings);
       fleet = f;
@@ -390,7 +394,9 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
         if (p) deadLetters.push(`${p.key}/${p.seq}`);
       }
       const report = checkSoak({ published, runs: f.log.runs, kills: f.kills, exits: f.exits, deadLetters, ackGraceMs: ACK_GRACE_MS, pauses: f.pauses });
-      const attempts = checkPoisonAttempts({ published, runs: f.log.runs, kills: f.kills, pauses: f.pauses, ackGraceMs: ACK_GRACE_MS }, MAX_DELIVER);
+      const counted = checkPoisonAttempts({ published, runs: f.log.runs, kills: f.kills, pauses: f.pauses, ackGraceMs: ACK_GRACE_MS }, MAX_DELIVER);
+      // Counted before they start, a cut attempt counts too: nothing excuses an attempt past maxDeliver.
+      const attempts: PoisonAttempts = EXACT ? { ...counted, byKill: [], unexplained: [...counted.unexplained, ...counted.byKill] } : counted;
 
       const who = (pid: number): string => `${f.memberOf(pid)} (pid ${pid}${f.kills.has(pid) ? ", killed" : ""}${f.stops.has(pid) ? ", scaled down" : ""})`;
       problems.unshift(...soakProblems(report, f.log.runs, f.kills, who));
@@ -525,7 +531,7 @@ function summarize(
     ? `parked ${x.beforeRelease.parkedKeys} keys holding ${x.beforeRelease.parkedMessages} messages (${x.beforeRelease.unhandled} good unhandled before release, ${x.beforeRelease.behindParked} behind a parked key, ${x.beforeRelease.missing.length} missing), released ${x.released} times${x.releaseErrors > 0 ? ` (${x.releaseErrors} release errors)` : ""}`
     : "parked 0 / released 0";
   const figures = [
-    `autoscale-soak figures - seed ${SEED}, ${DLQ ? "DLQ" : "no DLQ"}, assignment ${ASSIGNMENT}, AckWait ${ACK_WAIT_MS} ms, lease TTL ${LEASE_TTL_MS} ms, ${SECONDS} s of load`,
+    `autoscale-soak figures - seed ${SEED}, ${DLQ ? (EXACT ? "DLQ, exactAttempts" : "DLQ") : "no DLQ"}, assignment ${ASSIGNMENT}, AckWait ${ACK_WAIT_MS} ms, lease TTL ${LEASE_TTL_MS} ms, ${SECONDS} s of load`,
     `  handler runs ${r.runs} (ok ${r.okRuns}); poison attempts: most ${a.most}${DLQ ? `, over ${MAX_DELIVER} explained by an attempt a kill cut ${a.byKill.length}, unexplained ${a.unexplained.length}` : ""}`,
     `  scale: up ${chaos.scaleUps.length}, down ${chaos.scaleDowns.length} (SIGTERM to exit ${chaos.scaleDowns.map((d) => s(d.ms)).join(", ") || "-"}), members ${Math.min(...counts)}-${Math.max(...counts)}`,
     `  kills ${chaos.kills.length} (${chaos.kills.filter((k) => k.inFlight > 0).length} with a handler in flight), SIGSTOPs ${stops.length} (${stops.map((ms) => s(ms)).join(", ") || "-"})`,
@@ -533,7 +539,7 @@ function summarize(
     `  status events: ${status}`,
   ];
   const line =
-    `autoscale-soak summary - seed ${SEED}, ${DLQ ? "DLQ" : "no DLQ"}, ${ASSIGNMENT}, ${SECONDS} s: ` +
+    `autoscale-soak summary - seed ${SEED}, ${DLQ ? (EXACT ? "DLQ, exactAttempts" : "DLQ") : "no DLQ"}, ${ASSIGNMENT}, ${SECONDS} s: ` +
     `messages ${r.published} (${r.poison} poison), handled ${r.handled}, lost ${r.lost.length}, out of order ${r.outOfOrder.length}, ` +
     `dead-lettered ${r.deadLetters} (missing ${r.dlqMissing.length}, stored twice ${r.dlqRepeated.length}, sent twice ${redead.length} of which after a kill ${redead.filter((d) => d.excused).length}), ${parked}, ` +
     `duplicates ${r.duplicates.length} (kill ${byKind("in-flight") + byKind("ack-window")}, SIGSTOP ${byKind("paused")}, unexplained ${r.notAttributable.length}), key overlaps ${r.keyOverlaps.length}, ` +

@@ -5,7 +5,7 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { attemptsAfterFailure, decodeAttemptRecord, encodeAttemptRecord, type AttemptIdentity } from "../../src/core/attempt-record.js";
+import { attemptsAfterFailure, attemptsBeforeRun, decodeAttemptRecord, encodeAttemptRecord, type AttemptIdentity } from "../../src/core/attempt-record.js";
 
 const message: AttemptIdentity = { seq: 12, subject: "3.orders.acme.created", storedNanos: "1764806400123456789" };
 
@@ -21,6 +21,18 @@ describe("attempt records", () => {
   for (const c of cases) {
     test(`attempt records - ${c.name}`, () => {
       assert.equal(attemptsAfterFailure(c.record, message, c.localRuns), c.expected);
+    });
+  }
+
+  const ahead: { name: string; record: Parameters<typeof attemptsBeforeRun>[0]; earlierRuns: number; expected: number }[] = [
+    { name: "before a first attempt, no record: none counted", record: undefined, earlierRuns: 0, expected: 0 },
+    { name: "an attempt cut by a crash under an earlier consumer: counted", record: { ...message, attempts: 2 }, earlierRuns: 0, expected: 2 },
+    { name: "the delivery count knows more than the record: the delivery count's", record: { ...message, attempts: 1 }, earlierRuns: 3, expected: 3 },
+    { name: "a record of another message at the same sequence: ignored", record: { ...message, storedNanos: "7", attempts: 5 }, earlierRuns: 1, expected: 1 },
+  ];
+  for (const c of ahead) {
+    test(`attempt records - counted before a run: ${c.name}`, () => {
+      assert.equal(attemptsBeforeRun(c.record, message, c.earlierRuns), c.expected);
     });
   }
 

@@ -1141,6 +1141,128 @@ describe("dispatcher - attempts counted across consumers (no server)", () => {
   }
 });
 
+/** A shared count that also counts attempts before they start (`retry.exactAttempts`), in memory. */
+class CountingAheadCounter extends MemoryCounter {
+  readonly begun: { seq: number; counted: number; limit: number }[] = [];
+  failedCalls = 0;
+  beginFails: Error | undefined = undefined;
+  override failed(msg: ConsumerGroupMessage, localRuns: number): Promise<number> {
+    this.failedCalls += 1;
+    return super.failed(msg, localRuns);
+  }
+  begin(msg: ConsumerGroupMessage, earlierRuns: number, limit: number): Promise<{ counted: number; began: boolean }> {
+    if (this.beginFails !== undefined) return Promise.reject(this.beginFails);
+    const counted = Math.max(earlierRuns, this.counts.get(msg.seq) ?? 0);
+    this.begun.push({ seq: msg.seq, counted, limit });
+    if (counted >= limit) return Promise.resolve({ counted, began: false });
+    this.counts.set(msg.seq, counted + 1);
+    return Promise.resolve({ counted, began: true });
+  }
+}
+
+describe("dispatcher - exactAttempts: attempts counted before they start (no server)", () => {
+  const dlq = (counts: string[]): DeadLetter => ({
+    subject: "dlq",
+    idPrefix: "pcg-dead-letter:ORDERS:g",
+    publish: (_s, _p, h) => {
+      counts.push(h.get(DeadLetterHeaders.DeliveryCount));
+      return Promise.resolve();
+    },
+  });
+
+  test("dispatcher - exactAttempts: an attempt cut by a crash counts: the next owner (a new consumer, delivery count 1) does not run it past maxDeliver", async () => {
+    const counter = new CountingAheadCounter();
+    const counts: string[] = [];
+    let starts = 0;
+    let hang = false;
+    const handler = (): Promise<void> => {
+      starts += 1;
+      // The first attempt fails; the second never returns (the process is killed during it).
+      if (!hang) {
+        hang = true;
+        return Promise.reject(new Error("poison"));
+      }
+      return new Promise<void>(() => undefined);
+    };
+    const retry: RetryPolicy = { maxDeliver: 2, backoffMs: () => 1, attempts: counter, exact: true, deadLetter: dlq(counts) };
+    const crashed = new Dispatcher(handler, policy({ retry }), recorder().events);
+    crashed.push(delivery(9, "a").js);
+    await waitFor(() => starts === 2, 1000, "two attempts, the second cut");
+    assert.equal(counter.counts.get(9), 2, "the cut attempt was counted before it started");
+    // A rebalance recreated the consumer: the message comes back with delivery count 1.
+    const next = recorder();
+    const d = new Dispatcher(handler, policy({ retry }), next.events);
+    d.push(delivery(9, "a").js);
+    await waitFor(() => next.log.deadLettered.length === 1, 1000, "dead-lettered without running");
+    assert.equal(starts, 2, "maxDeliver 2: two handler starts in all");
+    assert.deepEqual(counts, ["2"]);
+    assert.equal(counter.failedCalls, 0, "a failure is not counted a second time");
+    assert.deepEqual(counter.deleted, [9], "the count is deleted once the message is terminated");
+    await d.drain(1000);
+  });
+
+  test("dispatcher - exactAttempts: each attempt is counted once, before it runs; maxDeliver 3 gives 3 starts and a dead letter counting 3", async () => {
+    const counter = new CountingAheadCounter();
+    const counts: string[] = [];
+    const { events, log } = recorder();
+    const d = new Dispatcher(
+      () => {
+        throw new Error("poison");
+      },
+      policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: counter, exact: true, deadLetter: dlq(counts) } }),
+      events,
+    );
+    d.push(delivery(4, "a").js);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+    assert.deepEqual(log.errors.map((e) => e.attempt), [1, 2, 3]);
+    assert.deepEqual(counter.begun.map((b) => b.counted), [0, 1, 2], "counted ahead of each attempt");
+    assert.deepEqual(counter.begun.map((b) => b.limit), [3, Infinity, Infinity], "only the first attempt here may be refused");
+    assert.deepEqual(counts, ["3"]);
+    assert.equal(counter.failedCalls, 0);
+  });
+
+  test("dispatcher - exactAttempts: a blocked key (no dead-letter subject) is still retried in place past maxDeliver, each retry counted", async () => {
+    const counter = new CountingAheadCounter();
+    const { events, log } = recorder();
+    let runs = 0;
+    const d = new Dispatcher(
+      () => {
+        runs += 1;
+        if (runs <= 3) throw new Error("downstream down");
+      },
+      policy({ retry: { maxDeliver: 2, backoffMs: () => 1, attempts: counter, exact: true } }),
+      events,
+    );
+    d.push(delivery(6, "a").js);
+    await waitFor(() => log.handled.length === 1, 5000, "handled once downstream is back");
+    assert.deepEqual(log.blocked, [{ lane: "a", seq: 6 }]);
+    assert.equal(runs, 4, "blocked after 2, retried twice more, then handled");
+    assert.deepEqual(counter.deleted, [6], "its count is deleted once handled");
+  });
+
+  test("dispatcher - exactAttempts: a message that succeeds has its count deleted; when counting ahead fails, it runs, is reported, and its failure is counted as without the option", async () => {
+    const counter = new CountingAheadCounter();
+    const unrecorded: number[] = [];
+    const { events, log } = recorder();
+    const d = new Dispatcher(
+      (msg) => {
+        if (msg.seq === 2) throw new Error("fails once counting ahead is down");
+      },
+      policy({ retry: { maxDeliver: 1, backoffMs: () => 1, attempts: counter, exact: true, deadLetter: dlq([]) } }),
+      { ...events, onAttemptsUnrecorded: (msg) => void unrecorded.push(msg.seq) },
+    );
+    d.push(delivery(1, "a").js);
+    await waitFor(() => log.handled.length === 1, 1000, "handled");
+    assert.deepEqual(counter.deleted, [1], "counted ahead, then deleted on the ack");
+    counter.beginFails = new Error("permission denied");
+    d.push(delivery(2, "b").js);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "dead-lettered");
+    assert.deepEqual(unrecorded, [2], "reported once");
+    assert.equal(counter.failedCalls, 1, "its failure counted on failing instead");
+    await d.drain(1000);
+  });
+});
+
 describe("dispatcher - a blocked message is retried less and less often (no server, mock timers)", () => {
   test("dispatcher - blockedRetryDelayMs doubles the backoff per attempt since blocking, up to 30 s (or the backoff, when longer)", () => {
     assert.deepEqual(
