@@ -166,7 +166,8 @@ export async function createElasticGroup(js: JetStreamClient, spec: ElasticSpec)
 /** Adds members to an elastic group. */
 export async function addGroupMembers(js: JetStreamClient, stream: string, group: string, members: string[]): Promise<MembersDoc> {
   return hinted("elastic", stream, async () => {
-    const before = (await getElasticConsumerGroupConfig(js, stream, group)).members ?? [];
+    // An invalid stored config: addMembers says why nothing is written, and how to repair it.
+    const before = await getElasticConsumerGroupConfig(js, stream, group).then((c) => c.members ?? [], (): string[] => []);
     const after = await addMembers(js, stream, group, members);
     return { kind: "elastic", stream, group, members: after, added: after.filter((m) => !before.includes(m)) };
   });
