@@ -166,7 +166,8 @@ export async function createElasticGroup(js: JetStreamClient, spec: ElasticSpec)
 /** Adds members to an elastic group. */
 export async function addGroupMembers(js: JetStreamClient, stream: string, group: string, members: string[]): Promise<MembersDoc> {
   return hinted("elastic", stream, async () => {
-    const before = (await getElasticConsumerGroupConfig(js, stream, group)).members ?? [];
+    // An invalid stored config: addMembers says why nothing is written, and how to repair it.
+    const before = await getElasticConsumerGroupConfig(js, stream, group).then((c) => c.members ?? [], (): string[] => []);
     const after = await addMembers(js, stream, group, members);
     return { kind: "elastic", stream, group, members: after, added: after.filter((m) => !before.includes(m)) };
   });
@@ -175,7 +176,8 @@ export async function addGroupMembers(js: JetStreamClient, stream: string, group
 /** Drops members from an elastic group. */
 export async function dropGroupMembers(js: JetStreamClient, stream: string, group: string, members: string[]): Promise<MembersDoc> {
   return hinted("elastic", stream, async () => {
-    const before = (await getElasticConsumerGroupConfig(js, stream, group)).members ?? [];
+    // An invalid stored config cannot be read, but dropping a member can repair it: then the names asked for are what went.
+    const before = await getElasticConsumerGroupConfig(js, stream, group).then((c) => c.members ?? [], () => members);
     const after = await deleteMembers(js, stream, group, members);
     return { kind: "elastic", stream, group, members: after, dropped: before.filter((m) => !after.includes(m)) };
   });

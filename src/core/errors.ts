@@ -11,6 +11,7 @@
 export type ErrorCode =
   // bad arguments and names
   | "INVALID_ARGUMENT"
+  /** A name we refuse for a new group or member, or a stored member whose name the server refuses as a consumer name (`.`, `*`, `>`, whitespace, path separators). */
   | "INVALID_NAME"
   | "INVALID_SUBJECT"
   | "INVALID_HANDLER"
@@ -28,6 +29,11 @@ export type ErrorCode =
   | "INVALID_CONSUMER_TEMPLATE"
   // stored state
   | "CONFIG_DECODE"
+  /**
+   * A config that disagrees with another: the stored one with the one asked for, or an elastic
+   * config with its work-queue stream's source transforms (partition count, partitioning filters or
+   * wildcards, e.g. edited by hand): members refuse to start and membership edits write nothing.
+   */
   | "CONFIG_MISMATCH"
   | "CONFIG_IMMUTABLE"
   | "CONFIG_CONFLICT"
@@ -36,6 +42,7 @@ export type ErrorCode =
   | "STREAM_NOT_FOUND"
   | "BUCKET_NOT_FOUND"
   | "GROUP_NOT_FOUND"
+  /** A static group's `max_members` is not the N of its stream's `{{partition(N,…)}}` transform (at creation, or in a stored config a member reads). */
   | "PARTITION_COUNT_MISMATCH"
   // server and connection
   | "SERVER_TOO_OLD"

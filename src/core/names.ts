@@ -152,3 +152,30 @@ export function assertValidGroupNames(stream: unknown, group: unknown, member?: 
     }
   }
 }
+
+/** The characters nats-server refuses in a consumer name (`isValidAssetName`, 2.11 to 2.15). */
+const CONSUMER_NAME_FORBIDDEN = /[ \t\r\n\f.*>\\/]/;
+
+/**
+ * Why the server would refuse `name` as a consumer name, or undefined when it takes it.
+ * This is the server's rule, not our stricter one for new names: it is what a stored
+ * config (written by Go, another port or by hand) must meet, since Go accepts any
+ * member name and names such as `m@1` work there.
+ *
+ * @param name - the consumer name (`<group>-<member>` for static members, `<member>` for elastic ones)
+ * @returns what is wrong with it, in plain language
+ *
+ * @example
+ * ```ts
+ * consumerNameProblem("g-m@1"); // undefined
+ * consumerNameProblem("g-b.c"); // 'contains "."'
+ * ```
+ */
+export function consumerNameProblem(name: string): string | undefined {
+  if (name.length === 0) return "is empty";
+  const bad = CONSUMER_NAME_FORBIDDEN.exec(name)?.[0];
+  if (bad !== undefined) return /\s/.test(bad) ? "contains whitespace" : `contains "${bad}"`;
+  const bytes = new TextEncoder().encode(name).length;
+  if (bytes > MAX_NAME_LENGTH) return `is ${bytes} bytes long; the server's limit is ${MAX_NAME_LENGTH}`;
+  return undefined;
+}

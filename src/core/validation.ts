@@ -4,6 +4,7 @@
  */
 import { ConsumerGroupError } from "./errors.js";
 import { assertPartitionCount } from "./limits.js";
+import { consumerNameProblem, elasticConsumerName, staticConsumerName } from "./names.js";
 import { filtersOverlap, parseFilter } from "./subjects.js";
 import type { ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter, StaticConsumerGroupConfig } from "./types.js";
 
@@ -154,4 +155,59 @@ export function validateStoredElasticConfig(config: ElasticConsumerGroupConfig):
     config.member_mappings,
     "the number of unique partition numbers must be equal to the max number of members",
   );
+}
+
+/**
+ * Checks that every member of a stored config can have a consumer: Go accepts any
+ * member name, but the server refuses a consumer name with `.`, `*`, `>`,
+ * whitespace or a path separator, so such a member's partitions would never be
+ * consumed. The server's rule, not our stricter one for new names: `m@1` passes.
+ *
+ * @param kind - the flavour, which decides the consumer name (`<group>-<member>` or `<member>`)
+ * @param config - the membership of a stored config
+ * @param group - the group name, for a static member's consumer name; without it the member name alone is checked
+ * @throws ConsumerGroupError `INVALID_NAME` naming the member and what is wrong
+ */
+export function checkStoredMemberNames(
+  kind: "static" | "elastic",
+  config: { members?: readonly string[] | undefined; member_mappings?: readonly MemberMapping[] | undefined },
+  group?: string,
+): void {
+  const names = [...(config.members ?? []), ...(config.member_mappings ?? []).map((m) => m.member)];
+  for (const member of names) {
+    const consumer = kind === "elastic" ? elasticConsumerName(member) : group === undefined ? member : staticConsumerName(group, member);
+    const problem = consumerNameProblem(consumer);
+    if (problem !== undefined) {
+      const what = consumer === member ? "" : ` (its consumer "${consumer}")`;
+      throw new ConsumerGroupError(
+        "INVALID_NAME",
+        `member ${JSON.stringify(member)} cannot be a consumer name: it${what} ${problem}, which the server refuses, so its partitions would never be consumed`,
+      );
+    }
+  }
+}
+
+/**
+ * Validates a static config as it is read from the KV bucket: Go's rules
+ * ({@link validateStaticConfig}), then that every member can have a consumer.
+ *
+ * @param config - the decoded config
+ * @param group - the group name (a static member's consumer is `<group>-<member>`)
+ * @throws ConsumerGroupError as {@link validateStaticConfig}, plus `INVALID_NAME`
+ */
+export function validateStoredStaticConfig(config: StaticConsumerGroupConfig, group?: string): void {
+  validateStaticConfig(config);
+  checkStoredMemberNames("static", config, group);
+}
+
+/**
+ * Validates an elastic config as it is read from the KV bucket: Go's rules
+ * ({@link validateStoredElasticConfig}), then that every member can have a consumer.
+ *
+ * @param config - the decoded config
+ * @throws ConsumerGroupError as {@link validateStoredElasticConfig}, plus `INVALID_NAME`
+ */
+export function validateReadElasticConfig(config: ElasticConsumerGroupConfig): void {
+  validateStoredElasticConfig(config);
+  checkStoredMemberNames("elastic", config);
 }

@@ -1,11 +1,11 @@
 /**
  * `elasticConsume`: runs one instance of an elastic group's member.
  */
-import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import type { ConsumerConfig, JetStreamClient, JetStreamManager, StreamInfo } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters, memberPartitions } from "../core/assignment.js";
 import { sameElasticSettings, sameMembership } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { PRIORITY_GROUP, bucketName, elasticConsumerName, workQueueStreamName } from "../core/names.js";
+import { PRIORITY_GROUP, bucketName, configKey, elasticConsumerName, workQueueStreamName } from "../core/names.js";
 import { msToNanos, pinnedTtlMs } from "../core/timing.js";
 import type { ElasticConsumerGroupConfig } from "../core/types.js";
 import { ELASTIC, openConfigBucket, readConfig } from "../nats/config-store.js";
@@ -16,7 +16,7 @@ import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/contex
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import type { MemberSettings } from "../nats/member-types.js";
 import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
-import { filtersForLayout, readLayout, type StreamLayout } from "./layout.js";
+import { configLayoutProblem, filtersForLayout, layoutMismatchError, readLayout, type StreamLayout } from "./layout.js";
 import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 import { AutoJoinedMember } from "./auto-join/auto-member.js";
@@ -276,8 +276,9 @@ export interface ElasticConsumeOptions extends Omit<ConsumeOptions, "member"> {
  * The consumer template must use explicit acks (the default when `ack_policy` is omitted).
  *
  * @returns a handle to stop the instance and follow its status
- * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`,
- *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `SERVER_TOO_OLD`; with `autoJoin` also `INVALID_ARGUMENT` (the
+ * @throws ConsumerGroupError `INVALID_NAME` (also a stored member name that cannot be a consumer name), `INVALID_HANDLER`,
+ *   `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`, `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `CONFIG_MISMATCH` (the stored
+ *   config's partition count or partitioning filters disagree with the work-queue stream), `SERVER_TOO_OLD`; with `autoJoin` also `INVALID_ARGUMENT` (the
  *   auto-join options), `MEMBER_NOT_AUTO`, `ASSIGNMENT_CONFLICT`, `AUTO_POLICY_CONFLICT`
  *
  * @example
@@ -313,9 +314,16 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
   if (settings.dispatch.retry?.exact) await ledger.requireRemovableRecords();
   // An auto instance (a pod starting) waits through a cluster electing a leader; a hand-run member fails at once.
   const patiently = auto ? retryTransient : <T>(action: () => Promise<T>): Promise<T> => action();
-  await patiently(() => streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`));
+  const readWorkQueue = (): Promise<StreamInfo> =>
+    patiently(() => streamInfo(jsm, workQueueStreamName(stream, group), "the elastic consumer group's stream", `create the group first with createElastic(js, { stream: "${stream}", group: "${group}", ... })`));
+  const wqInfo = await readWorkQueue();
   const kv = await patiently(() => openConfigBucket(js, jsm, "elastic"));
   const current = await patiently(() => readConfig(kv, ELASTIC, stream, group));
+  // Read again before refusing: a repartition may have changed both between the two readings.
+  if (configLayoutProblem(wqInfo, current.config)) {
+    const problem = configLayoutProblem(await readWorkQueue(), current.config);
+    if (problem) throw layoutMismatchError(problem, configKey(stream, group), `Member "${member}" did not start: its partitions would not be the ones the work queue fills`);
+  }
   keys.extract = elasticKeyExtractor(current.config.partitioning_filters);
   const consumerTemplate = { ...template, ack_policy: "explicit" as const, ...modeConsumerSettings(withMember as ConsumeOptions, settings) };
   if (!auto) {

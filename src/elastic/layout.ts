@@ -7,7 +7,11 @@
 import type { JetStreamManager, StreamInfo } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../core/errors.js";
 import { REPARTITION_METADATA_KEY, SWITCH_PAUSE_METADATA_KEY, TRANSITION_TOKEN, decodeRepartitionRecord, filterPartition, partitionsToWaitFor, transitionFilters, type RepartitionRecord } from "../core/repartition.js";
+import { elasticLayoutProblem, type LayoutProblem } from "../core/layout-checks.js";
+import { ELASTIC_BUCKET } from "../core/names.js";
 import { parsePartitionTransform } from "../core/transform.js";
+import type { ElasticConsumerGroupConfig } from "../core/types.js";
+import { ELASTIC } from "../nats/config-store.js";
 import { wrapServerError } from "../nats/server-errors.js";
 
 /** The layout of a work-queue stream. */
@@ -110,4 +114,34 @@ export async function filtersForLayout(
     );
   }
   return [...finalFilters];
+}
+
+/**
+ * How an elastic config disagrees with its work-queue stream's source transforms
+ * (see {@link elasticLayoutProblem}); nothing while a repartition is in progress.
+ *
+ * @param info - the work-queue stream's info
+ * @param config - the stored config
+ */
+export function configLayoutProblem(info: StreamInfo, config: ElasticConsumerGroupConfig): LayoutProblem | undefined {
+  const layout = layoutOf(info);
+  const transforms = (info.config.sources?.[0]?.subject_transforms ?? []).map((t) => ({ src: t.src ?? "", dest: t.dest }));
+  return elasticLayoutProblem(config, transforms, layout.record !== undefined || layout.transition);
+}
+
+/**
+ * The `CONFIG_MISMATCH` error of a config that disagrees with its work queue, saying
+ * what was not done and how to repair it (the exact value to put back, when the
+ * transforms tell it).
+ *
+ * @param problem - what {@link configLayoutProblem} found
+ * @param key - the config's KV key
+ * @param refused - what was refused and why, e.g. "Nothing was written"
+ */
+export function layoutMismatchError(problem: LayoutProblem, key: string, refused: string): ConsumerGroupError {
+  const put = problem.repaired ? `'${ELASTIC.encode(problem.repaired).replace(/'/g, "'\\''")}'` : undefined;
+  const repair = put
+    ? `put back the value the work queue was made from (nats kv put ${ELASTIC_BUCKET} ${key} ${put}), or delete the group and create it again; change the partition count only with repartition() / "cg elastic repartition"`
+    : "delete the group and create it again; change the partition count only with repartition() / \"cg elastic repartition\"";
+  return new ConsumerGroupError("CONFIG_MISMATCH", `elastic consumer group config "${key}": ${problem.message}. ${refused}. To repair it, ${repair}`);
 }

@@ -6,11 +6,18 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { checkMembersAndMappings } from "../core/arguments.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { assertValidGroupNames } from "../core/names.js";
+import { assertValidGroupNames, assertValidName, configKey, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, MemberMapping } from "../core/types.js";
 import { ELASTIC, openConfigBucket, updateConfig } from "../nats/config-store.js";
 import { managerOf } from "../nats/context.js";
+import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { configLayoutProblem, layoutMismatchError } from "./layout.js";
 
+/**
+ * A membership edit, written only if the config agrees with its work-queue stream (read
+ * once, before: membership edits do not change what it is compared on) and the result is
+ * valid (see updateConfig, which lets an edit repair an invalid config).
+ */
 async function edit(
   js: JetStreamClient,
   stream: string,
@@ -19,14 +26,31 @@ async function edit(
 ): Promise<ElasticConsumerGroupConfig> {
   const jsm = await managerOf(js);
   const kv = await openConfigBucket(js, jsm, "elastic");
-  return (await updateConfig(kv, ELASTIC, stream, group, mutate)).config;
+  const wq = workQueueStreamName(stream, group);
+  // A group whose work-queue stream is gone (half deleted) has nothing to compare with: edited as before.
+  const info = await jsm.streams.info(wq).catch((err: unknown) => {
+    if (apiErrorCode(err) === ApiCode.StreamNotFound) return undefined;
+    throw wrapServerError(err, `reading the work-queue stream "${wq}" to check the group config against it`);
+  });
+  return (
+    await updateConfig(kv, ELASTIC, stream, group, (current) => {
+      const problem = info && configLayoutProblem(info, current);
+      if (problem) {
+        throw layoutMismatchError(problem, configKey(stream, group), "Nothing was written: members refuse to start on this config, and a membership change would write over it as if it were valid");
+      }
+      return mutate(current);
+    })
+  ).config;
 }
 
-function checkMemberList(members: unknown): asserts members is string[] {
+function checkMemberList(members: unknown, adding: boolean): asserts members is string[] {
   if (!Array.isArray(members) || members.length === 0) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", "invalid stream name or elastic consumer group name or no member names: pass at least one member name");
   }
-  checkMembersAndMappings(members, undefined);
+  // A name being dropped need only be a string: dropping a stored member whose name cannot be
+  // a consumer name (written by hand, Go or another port) is how that config is repaired.
+  if (adding) checkMembersAndMappings(members, undefined);
+  else if (members.some((m) => typeof m !== "string" || m === "")) throw new ConsumerGroupError("INVALID_NAME", "the member names to drop must be non-empty strings");
 }
 
 function withMembers(config: ElasticConsumerGroupConfig, members: string[]): ElasticConsumerGroupConfig {
@@ -42,11 +66,13 @@ function withMembers(config: ElasticConsumerGroupConfig, members: string[]): Ela
  * idle as standbys until a member leaves.
  *
  * @returns the complete member list after the change
- * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, `GROUP_USES_MAPPINGS`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`
+ * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, `GROUP_USES_MAPPINGS`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`;
+ *   `CONFIG_MISMATCH` (the config disagrees with its work-queue stream) or a validation code (the stored config
+ *   is invalid and this call does not repair it): nothing is written then
  */
 export async function addMembers(js: JetStreamClient, stream: string, group: string, members: string[]): Promise<string[]> {
   assertValidGroupNames(stream, group);
-  checkMemberList(members);
+  checkMemberList(members, true);
   const config = await edit(js, stream, group, (current) => {
     if ((current.member_mappings ?? []).length > 0) {
       throw new ConsumerGroupError("GROUP_USES_MAPPINGS", "can't add members to an elastic consumer group that uses member mappings: delete the mappings first, or set new mappings");
@@ -62,16 +88,20 @@ export async function addMembers(js: JetStreamClient, stream: string, group: str
  * Drops members; names that are not members are ignored.
  *
  * @returns the remaining members, in their original order
- * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, `GROUP_USES_MAPPINGS`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`
+ * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, `GROUP_USES_MAPPINGS`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`;
+ *   `CONFIG_MISMATCH` (the config disagrees with its work-queue stream) or a validation code (the stored config
+ *   is invalid and this call does not repair it): nothing is written then
  */
 export async function deleteMembers(js: JetStreamClient, stream: string, group: string, members: string[]): Promise<string[]> {
   assertValidGroupNames(stream, group);
-  checkMemberList(members);
+  checkMemberList(members, false);
   const config = await edit(js, stream, group, (current) => {
     if ((current.member_mappings ?? []).length > 0) {
       throw new ConsumerGroupError("GROUP_USES_MAPPINGS", "can't drop members from a elastic consumer group that uses member mappings: delete the mappings first");
     }
     const existing = current.members ?? [];
+    // Names that are not members are ignored, but only valid ones: a typo such as "m.1" is still an error.
+    members.filter((m) => !existing.includes(m)).forEach((m) => assertValidName("member", m));
     const remaining = existing.filter((m) => !members.includes(m));
     return remaining.length === existing.length ? current : withMembers(current, remaining);
   });
@@ -81,7 +111,8 @@ export async function deleteMembers(js: JetStreamClient, stream: string, group: 
 /**
  * Replaces the membership with explicit mappings (clearing `members`).
  *
- * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, mapping validation codes, `GROUP_NOT_FOUND`
+ * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_ARGUMENT`, mapping validation codes, `GROUP_NOT_FOUND`,
+ *   `CONFIG_MISMATCH` (the config disagrees with its work-queue stream: nothing is written)
  */
 export async function setMemberMappings(js: JetStreamClient, stream: string, group: string, memberMappings: MemberMapping[]): Promise<void> {
   assertValidGroupNames(stream, group);
@@ -100,7 +131,8 @@ export async function setMemberMappings(js: JetStreamClient, stream: string, gro
  * Removes the mappings. The group is left with no membership, so every member
  * idles until members or mappings are set again.
  *
- * @throws ConsumerGroupError `INVALID_NAME`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`
+ * @throws ConsumerGroupError `INVALID_NAME`, `GROUP_NOT_FOUND`, `BUCKET_NOT_FOUND`, `CONFIG_MISMATCH` (the config
+ *   disagrees with its work-queue stream), a validation code (an invalid stored config this does not repair): nothing is written then
  */
 export async function deleteMemberMappings(js: JetStreamClient, stream: string, group: string): Promise<void> {
   assertValidGroupNames(stream, group);

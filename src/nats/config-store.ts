@@ -8,7 +8,7 @@ import { decodeElasticConfig, decodeStaticConfig, encodeElasticConfig, encodeSta
 import { ConsumerGroupError } from "../core/errors.js";
 import { bucketName, configKey, parseConfigKey } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
-import { validateStaticConfig, validateStoredElasticConfig } from "../core/validation.js";
+import { validateReadElasticConfig, validateStoredStaticConfig } from "../core/validation.js";
 import { ApiCode, apiErrorCode, isNoResponders, wrapServerError } from "./server-errors.js";
 import { SharedWatches, type RawWatch, type WatchLease } from "./shared-watch.js";
 
@@ -17,7 +17,8 @@ export interface Flavour<C> {
   kind: GroupKind;
   decode(raw: Uint8Array | string): C;
   encode(config: C): string;
-  validate(config: C): void;
+  /** The rules a stored config must meet; `group` names a static member's consumer (`<group>-<member>`). */
+  validate(config: C, group?: string): void;
 }
 
 /** The static flavour's codec and rules. */
@@ -25,7 +26,8 @@ export const STATIC: Flavour<StaticConsumerGroupConfig> = {
   kind: "static",
   decode: decodeStaticConfig,
   encode: encodeStaticConfig,
-  validate: validateStaticConfig,
+  // Go's rules, and members that can have a consumer.
+  validate: validateStoredStaticConfig,
 };
 
 /** The elastic flavour's codec and rules. */
@@ -33,8 +35,9 @@ export const ELASTIC: Flavour<ElasticConsumerGroupConfig> = {
   kind: "elastic",
   decode: decodeElasticConfig,
   encode: encodeElasticConfig,
-  // Go's rules only: a stored config Go accepts must be readable here (see validateStoredElasticConfig).
-  validate: validateStoredElasticConfig,
+  // Go's rules (a stored config Go accepts must be readable here: see validateStoredElasticConfig),
+  // and members that can have a consumer.
+  validate: validateReadElasticConfig,
 };
 
 /** A config with the KV revision it was read at. */
@@ -88,26 +91,61 @@ export async function ensureConfigBucket(js: JetStreamClient, jsm: JetStreamMana
  */
 export function decodeEntry<C>(flavour: Flavour<C>, entry: KvEntry): C {
   const config = flavour.decode(entry.value);
+  const problem = configProblem(flavour, config, entry.key);
+  if (problem) throw problem;
+  return config;
+}
+
+/**
+ * Why a decoded config is not valid, as the typed error reading it raises (naming its key), or undefined.
+ *
+ * @param key - the config's KV key, `<stream>.<group>`
+ */
+export function configProblem<C>(flavour: Flavour<C>, config: C, key: string): ConsumerGroupError | undefined {
   try {
-    flavour.validate(config);
+    flavour.validate(config, parseConfigKey(key)?.group);
+    return undefined;
   } catch (err) {
     if (err instanceof ConsumerGroupError) {
-      throw new ConsumerGroupError(err.code, `invalid ${flavour.kind} consumer group config: ${err.message}`, { cause: err });
+      return new ConsumerGroupError(err.code, `invalid ${flavour.kind} consumer group config "${key}": ${err.message}`, { cause: err });
     }
     throw err;
   }
-  return config;
+}
+
+/** A stored config as decoded, with why it is not valid when it is not. */
+export interface UncheckedConfig<C> extends StoredConfig<C> {
+  /** The validation error reading it would raise; undefined when it is valid. */
+  problem: ConsumerGroupError | undefined;
+}
+
+/**
+ * Reads a group's config without refusing an invalid one: for the calls that must see
+ * it anyway (describe reports it, an edit may repair it, a delete cleans it up).
+ *
+ * @returns undefined when there is none
+ * @throws ConsumerGroupError `CONFIG_DECODE` when it is not a config at all, and server errors
+ */
+export async function readConfigUnchecked<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<UncheckedConfig<C> | undefined> {
+  const entry = await getEntry(kv, flavour, stream, group);
+  if (!entry || entry.operation !== "PUT") return undefined;
+  const config = flavour.decode(entry.value);
+  return { config, revision: entry.revision, problem: configProblem(flavour, config, entry.key) };
 }
 
 /**
  * Reads a group's config, or undefined when there is none (never written, deleted or purged).
  */
 export async function readConfigIfAny<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<StoredConfig<C> | undefined> {
-  let entry: KvEntry | null;
+  const entry = await getEntry(kv, flavour, stream, group);
+  if (!entry || entry.operation !== "PUT") return undefined;
+  return { config: decodeEntry(flavour, entry), revision: entry.revision };
+}
+
+async function getEntry<C>(kv: KV, flavour: Flavour<C>, stream: string, group: string): Promise<KvEntry | null> {
   for (let attempt = 1; ; attempt++) {
     try {
-      entry = await kv.get(configKey(stream, group));
-      break;
+      return await kv.get(configKey(stream, group));
     } catch (err) {
       // A bucket's replicas answer direct gets only once they are set up: right after the bucket was made
       // on a cluster, a get can find no responders. (A timeout is not retried here: it already took long.)
@@ -118,8 +156,6 @@ export async function readConfigIfAny<C>(kv: KV, flavour: Flavour<C>, stream: st
       throw wrapServerError(err, `getting the ${flavour.kind} consumer group's config`);
     }
   }
-  if (!entry || entry.operation !== "PUT") return undefined;
-  return { config: decodeEntry(flavour, entry), revision: entry.revision };
 }
 
 /** How often a config read that found no responders is tried in all (3.1 s of backoff). */
@@ -193,7 +229,13 @@ export async function createConfig<C>(kv: KV, flavour: Flavour<C>, stream: strin
  * Read-modify-write with compare-and-set, retried on conflict. `mutate` gets the
  * current config and returns the new one (or the same object for no change).
  *
- * @throws ConsumerGroupError `CONFIG_CONFLICT` after too many conflicting writers
+ * The result is written only if it is valid. The current config need not be: an
+ * edit that makes an invalid stored config valid (dropping a member whose name cannot
+ * be a consumer name) is how it is repaired. An edit that leaves it invalid, or
+ * changes nothing in it, is refused with its validation error.
+ *
+ * @throws ConsumerGroupError `CONFIG_CONFLICT` after too many conflicting writers; `GROUP_NOT_FOUND`,
+ *   `CONFIG_DECODE`; a validation code when the result would be invalid (nothing is written)
  */
 export async function updateConfig<C>(
   kv: KV,
@@ -204,10 +246,22 @@ export async function updateConfig<C>(
   maxAttempts = 20,
 ): Promise<StoredConfig<C>> {
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const current = await readConfig(kv, flavour, stream, group);
+    const current = await readConfigUnchecked(kv, flavour, stream, group);
+    if (!current) {
+      throw new ConsumerGroupError("GROUP_NOT_FOUND", `error getting the ${flavour.kind} consumer group's config: not found (no group "${group}" on stream "${stream}")`);
+    }
     const next = mutate(current.config);
-    if (next === current.config) return current;
-    flavour.validate(next);
+    if (next === current.config) {
+      if (current.problem) throw unwritten(current.problem, "the stored config is not valid and this call would not change that");
+      return current;
+    }
+    if (current.problem) {
+      const problem = configProblem(flavour, next, configKey(stream, group));
+      if (problem) throw unwritten(problem, "the stored config is not valid, and would still not be after this change");
+    } else {
+      // A valid config made invalid by the edit's own arguments: Go's error, as before.
+      flavour.validate(next, group);
+    }
     try {
       const revision = await kv.update(configKey(stream, group), flavour.encode(next), current.revision);
       return { config: next, revision };
@@ -220,6 +274,15 @@ export async function updateConfig<C>(
     }
   }
   throw new ConsumerGroupError("CONFIG_CONFLICT", `couldn't update the ${flavour.kind} consumer group's config: ${maxAttempts} concurrent writers won in a row; try again`);
+}
+
+/** The error of an edit refused for leaving the config invalid: nothing was written, and how to repair it. */
+function unwritten(problem: ConsumerGroupError, why: string): ConsumerGroupError {
+  return new ConsumerGroupError(
+    problem.code,
+    `${problem.message}. Nothing was written: ${why}. Repair it by removing or renaming what is wrong (deleteMembers / "cg elastic drop" for a member, new mappings with setMemberMappings), by putting a corrected value under the key, or by deleting the group and creating it again`,
+    { cause: problem },
+  );
 }
 
 /** Deletes a group's config with a delete marker (not a purge: Go members treat a purge as bad JSON). */

@@ -2,14 +2,15 @@
  * `describeGroup`: a group's config, assignment, members, per-partition backlog and
  * health, as Kafka's `kafka-consumer-groups --describe` shows them.
  */
-import { layoutOf } from "../elastic/layout.js";
+import { configLayoutProblem, layoutOf } from "../elastic/layout.js";
+import { staticLayoutProblem } from "../core/layout-checks.js";
 import type { ConsumerInfo, JetStreamClient } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters, memberRoster, partitionAssignment, partitionOwners, staticMemberFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { mapWithLimit } from "../core/parallel.js";
-import { PRIORITY_GROUP, assertValidGroupNames, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
+import { PRIORITY_GROUP, assertValidGroupNames, configKey, consumerNameProblem, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
-import { ELASTIC, STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
+import { ELASTIC, STATIC, openConfigBucket, readConfigUnchecked, type UncheckedConfig } from "../nats/config-store.js";
 import { managerOf, serverVersionOf, streamInfo } from "../nats/context.js";
 import { healthFindings, type HealthFinding } from "./health.js";
 import { listParkedKeys, type ListedParkedKey } from "../elastic/parking.js";
@@ -132,7 +133,13 @@ type PriorityState = { priority_groups?: { group: string; pinned_client_id?: str
  * Describes a static or elastic group: config, assignment, members with their pin
  * and standbys, per-partition backlog, the elastic source lag and buffer, and health findings.
  *
- * @throws ConsumerGroupError `INVALID_NAME`, `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `STREAM_NOT_FOUND`
+ * A stored config that is not valid (`INVALID_CONFIG`), that disagrees with the stream's
+ * partition transform or the work queue's (`CONFIG_MISMATCH`), or that lists a member twice
+ * (`DUPLICATE_MEMBERS`) is reported as a finding; only a value that is not a config at
+ * all fails the call (`CONFIG_DECODE`). When the config breaks one of Go's rules, nothing
+ * else is described (no assignment can be computed from it).
+ *
+ * @throws ConsumerGroupError `INVALID_NAME`, `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `STREAM_NOT_FOUND`, `CONFIG_DECODE`
  *
  * @example
  * ```ts
@@ -147,9 +154,33 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   const asked = kind === "elastic" && options.askInstancesMs !== undefined ? listParkedKeys(connectionOf(js), stream, group, { waitMs: options.askInstancesMs }).catch(() => undefined) : undefined;
   const jsm = await managerOf(js);
   const kv = await openConfigBucket(js, jsm, kind);
-  const config = kind === "static" ? (await readConfig(kv, STATIC, stream, group)).config : (await readConfig(kv, ELASTIC, stream, group)).config;
+  const stored: UncheckedConfig<StaticConsumerGroupConfig | ElasticConsumerGroupConfig> | undefined =
+    kind === "static" ? await readConfigUnchecked(kv, STATIC, stream, group) : await readConfigUnchecked(kv, ELASTIC, stream, group);
+  if (!stored) {
+    throw new ConsumerGroupError("GROUP_NOT_FOUND", `error getting the ${kind} consumer group's config: not found (no group "${group}" on stream "${stream}")`);
+  }
+  const config = stored.config;
+  const configFindings: HealthFinding[] = [];
+  if (stored.problem) {
+    configFindings.push({ code: "INVALID_CONFIG", severity: "error", message: `${stored.problem.message} (${stored.problem.code})` });
+    // Only a member name the server refuses leaves an assignment to describe; Go's rules broken leave none.
+    if (stored.problem.code !== "INVALID_NAME") {
+      return { kind, stream, group, config, partitionCount: config.max_members, assignment: {}, members: [], partitions: [], findings: configFindings, at: new Date().toISOString() };
+    }
+  }
+  const listed = [...(config.members ?? []), ...(config.member_mappings ?? []).map((m) => m.member)];
+  const twice = [...new Set(listed.filter((m, i) => listed.indexOf(m) !== i))];
+  if (twice.length > 0) {
+    configFindings.push({
+      code: "DUPLICATE_MEMBERS",
+      severity: "warning",
+      message: `the config lists ${twice.map((m) => JSON.stringify(m)).join(", ")} more than once: Go and this library count each member once (the first time it is listed), so every partition still has one owner (drop the repeats when the group is next recreated)`,
+    });
+  }
   const consumerStream = kind === "static" ? stream : workQueueStreamName(stream, group);
   const wqInfo = await streamInfo(jsm, consumerStream, kind === "static" ? "the static consumer group's stream" : "the elastic consumer group's stream", "is the group half-deleted?");
+  const mismatch = kind === "static" ? staticLayoutProblem(config, wqInfo.config.subject_transform?.dest) : configLayoutProblem(wqInfo, config as ElasticConsumerGroupConfig);
+  if (mismatch) configFindings.push({ code: "CONFIG_MISMATCH", severity: "error", message: `${configKey(stream, group)}: ${mismatch.message}` });
   const assignment = partitionAssignment(config);
   const owners = partitionOwners(config);
   const roster = memberRoster(config);
@@ -157,7 +188,10 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   const infos = new Map<string, ConsumerInfo | undefined>();
   const members: MemberDescription[] = [];
   const consumerName = (member: string): string => (kind === "static" ? staticConsumerName(group, member) : elasticConsumerName(member));
-  const memberInfos = await mapWithLimit(roster, REQUESTS_IN_FLIGHT, ({ member }) => consumerInfoIfAny(jsm, consumerStream, consumerName(member)));
+  // A member whose consumer name the server refuses has no consumer to read (asking fails the request).
+  const memberInfos = await mapWithLimit(roster, REQUESTS_IN_FLIGHT, ({ member }) =>
+    consumerNameProblem(consumerName(member)) === undefined ? consumerInfoIfAny(jsm, consumerStream, consumerName(member)) : Promise.resolve(undefined),
+  );
   for (const [i, { member, partitions: owned, overCap }] of roster.entries()) {
     const consumer = consumerName(member);
     const info = memberInfos[i];
@@ -267,7 +301,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
   // A record this version cannot read is a typed CONFIG_DECODE error that says to upgrade.
   const repartition = kind === "elastic" ? layoutOf(wqInfo).record : undefined;
   const parkedKeys = await asked;
-  const findings = healthFindings({
+  const findings = [...configFindings, ...healthFindings({
     ...(parkedKeys ? { parkedKeys, names: { stream, group } } : {}),
     now: Date.now(),
     stallAfterMs: options.stallAfterMs ?? 30_000,
@@ -278,7 +312,7 @@ export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream
     ...(options.previous?.sourceLag !== undefined ? { previousSourceLag: options.previous.sourceLag } : {}),
     ...(repartition ? { repartition } : {}),
     ...(serverVersionOf(js) !== undefined ? { serverVersion: serverVersionOf(js) as string } : {}),
-  });
+  })];
   return {
     kind,
     stream,

@@ -6,8 +6,26 @@ import { FAST_FILTERS_RELEASE, slowFiltersRelease } from "./server-releases.js";
 
 /** One thing worth an operator's attention, in plain language. */
 export interface HealthFinding {
-  /** What kind of problem it is: a stable code. */
-  code: "NO_ACTIVE_INSTANCE" | "PARTITION_STALLED" | "PARTITION_UNOWNED" | "BUFFER_FULL" | "SOURCE_LAG_GROWING" | "MEMBER_OVER_CAP" | "REPARTITION_IN_PROGRESS" | "SLOW_SERVER_RELEASE" | "KEY_BLOCKED";
+  /**
+   * What kind of problem it is: a stable code. Besides the health findings computed here,
+   * `describeGroup` reports the stored config's: `INVALID_CONFIG` (it breaks a rule, e.g. a
+   * member name the server refuses as a consumer name), `CONFIG_MISMATCH` (its partition
+   * count or partitioning filters disagree with the stream's or the work queue's transform)
+   * and `DUPLICATE_MEMBERS` (a member listed twice).
+   */
+  code:
+    | "NO_ACTIVE_INSTANCE"
+    | "PARTITION_STALLED"
+    | "PARTITION_UNOWNED"
+    | "BUFFER_FULL"
+    | "SOURCE_LAG_GROWING"
+    | "MEMBER_OVER_CAP"
+    | "REPARTITION_IN_PROGRESS"
+    | "SLOW_SERVER_RELEASE"
+    | "KEY_BLOCKED"
+    | "INVALID_CONFIG"
+    | "CONFIG_MISMATCH"
+    | "DUPLICATE_MEMBERS";
   /** How bad it is: `error` means messages are not consumed. */
   severity: "warning" | "error" | "info";
   /** The member concerned, if one is. */

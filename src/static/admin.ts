@@ -7,13 +7,13 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import { isInMembership } from "../core/assignment.js";
 import { sameStaticConfig } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { assertValidGroupNames, assertValidName, staticConsumerName } from "../core/names.js";
+import { assertValidGroupNames, assertValidName, consumerNameProblem, staticConsumerName } from "../core/names.js";
 import { parseFilter } from "../core/subjects.js";
 import { parsePartitionTransform } from "../core/transform.js";
 import type { MemberMapping, StaticConsumerGroupConfig } from "../core/types.js";
 import { validateStaticConfig } from "../core/validation.js";
 import { checkMembersAndMappings } from "../core/arguments.js";
-import { STATIC, createConfig, deleteConfig, ensureConfigBucket, listGroupNames, openConfigBucket, readConfig, readConfigIfAny } from "../nats/config-store.js";
+import { STATIC, createConfig, deleteConfig, ensureConfigBucket, listGroupNames, openConfigBucket, readConfig, readConfigIfAny, readConfigUnchecked } from "../nats/config-store.js";
 import { MIN_SERVER, consumerNames, managerOf, requireServer, streamInfo, unpinMember } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
 
@@ -151,7 +151,8 @@ export async function deleteStatic(js: JetStreamClient, stream: string, group: s
   const jsm = await managerOf(js);
   await streamInfo(jsm, stream, "the static consumer group's stream", "nothing to delete");
   const kv = await openConfigBucket(js, jsm, "static");
-  const found = await readConfigIfAny(kv, STATIC, stream, group).catch(() => undefined);
+  // An invalid config is deleted too, with the consumers of its members that can have one.
+  const found = await readConfigUnchecked(kv, STATIC, stream, group).catch(() => undefined);
   const raw = await kv.get(`${stream}.${group}`);
   if (!found && (!raw || raw.operation !== "PUT")) {
     throw new ConsumerGroupError("GROUP_NOT_FOUND", `there is no static group "${group}" on stream "${stream}"`);
@@ -161,6 +162,7 @@ export async function deleteStatic(js: JetStreamClient, stream: string, group: s
   const errors: string[] = [];
   for (const member of members) {
     const name = staticConsumerName(group, member);
+    if (consumerNameProblem(name) !== undefined) continue; // the server never made it
     try {
       await jsm.consumers.delete(stream, name);
     } catch (err) {

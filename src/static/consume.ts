@@ -5,7 +5,8 @@ import type { ConsumerConfig, JetStreamClient, JetStreamManager } from "@nats-io
 import { isInMembership, memberPartitions, staticMemberFilters } from "../core/assignment.js";
 import { sameStaticConfig } from "../core/codec.js";
 import { ConsumerGroupError } from "../core/errors.js";
-import { PRIORITY_GROUP, staticConsumerName } from "../core/names.js";
+import { PRIORITY_GROUP, configKey, staticConsumerName } from "../core/names.js";
+import { staticLayoutProblem } from "../core/layout-checks.js";
 import { msToNanos, pinnedTtlMs } from "../core/timing.js";
 import type { StaticConsumerGroupConfig } from "../core/types.js";
 import { STATIC, openConfigBucket, readConfig } from "../nats/config-store.js";
@@ -81,8 +82,9 @@ function staticDriver(stream: string, group: string, member: string, template: P
  * member, the server delivers to one and keeps the others as hot standbys.
  *
  * @returns a handle to stop the instance and follow its status
- * @throws ConsumerGroupError `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`,
- *   `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `NOT_IN_MEMBERSHIP`, `CONSUMER_CONFLICT`, `SERVER_TOO_OLD`
+ * @throws ConsumerGroupError `INVALID_NAME` (also a stored member name that cannot be a consumer name), `INVALID_HANDLER`,
+ *   `INVALID_CONSUMER_TEMPLATE`, `STREAM_NOT_FOUND`, `BUCKET_NOT_FOUND`, `GROUP_NOT_FOUND`, `NOT_IN_MEMBERSHIP`,
+ *   `PARTITION_COUNT_MISMATCH` (the stored max_members is not the stream's partition transform's count), `CONSUMER_CONFLICT`, `SERVER_TOO_OLD`
  *
  * @example
  * ```ts
@@ -110,6 +112,14 @@ export async function staticConsume(js: JetStreamClient, options: ConsumeOptions
   keys.extract = staticKeyExtractor(info.config.subject_transform?.dest);
   const kv = await openConfigBucket(js, jsm, "static");
   const current = await readConfig(kv, STATIC, stream, group);
+  const mismatch = staticLayoutProblem(current.config, info.config.subject_transform?.dest);
+  if (mismatch) {
+    throw new ConsumerGroupError(
+      mismatch.code,
+      `static consumer group config "${configKey(stream, group)}": ${mismatch.message}. Member "${member}" did not start. Static groups are immutable: ` +
+        `delete the group and create it again with maxMembers equal to the stream's partition count (or put back the value it was created with)`,
+    );
+  }
   if (!isInMembership(current.config, member)) {
     throw new ConsumerGroupError("NOT_IN_MEMBERSHIP", `the member name is not in the current static consumer group membership: "${member}" is not a member of "${group}"`);
   }

@@ -68,6 +68,12 @@ export function explainFinding(f: HealthFinding, d: Pick<GroupDescription, "kind
       return "messages arrive in the stream faster than the work queue takes them in (or sourcing is paused by a full buffer): nothing is lost, they wait in the source stream, but latency grows";
     case "SLOW_SERVER_RELEASE":
       return "releases before 2.14.10 match a consumer with many filter subjects against each stored message much more slowly than one with a single filter; the member consumer layout (one consumer per member, one filter per partition it owns) is fixed by the wire format Go members share, so the fix is the server: upgrade to 2.14.10 or newer, 2.15.x preferred";
+    case "INVALID_CONFIG":
+      return "the stored config breaks a rule a new one must meet (written by hand, by Go or by another port); members refuse to start on it: drop or rename what is wrong (cg elastic drop for a member), or delete the group and create it again";
+    case "CONFIG_MISMATCH":
+      return "messages are hashed by the stream's (static) or the work queue's (elastic) transform, not by the config: partitions are then consumed by nobody, or owned and never filled; members refuse to start: put back the value the group was created with, or delete and recreate it (change an elastic partition count only with cg elastic repartition)";
+    case "DUPLICATE_MEMBERS":
+      return "a repeated member name is counted once by Go and by this library, so nothing stalls; it only makes the config harder to read";
     case "MEMBER_OVER_CAP":
       return "a group has as many partitions as max members: extra members are hot spares that take over partitions when a member leaves";
     default:
