@@ -512,6 +512,8 @@ export class Dispatcher {
     const counter = retry?.attempts;
     msg.countedAtStart = undefined;
     if (retry?.exact && counter?.begin) {
+      // Counted already, but fenced when the count came back: it starts now (the fence was just asked).
+      if (msg.countedAhead !== undefined) return this.attemptCounted(lane, msg);
       // Counted before it runs: a crash during the attempt cannot leave it uncounted. A message whose
       // attempts were used up elsewhere is not run again here (as for a redelivery below); a blocked
       // one retried in place still runs, and is counted.
@@ -519,13 +521,13 @@ export class Dispatcher {
       void counter.begin(msg, earlierRuns, msg.attempts === 1 ? retry.maxDeliver : Infinity).then(
         ({ counted, began }) => {
           if (!began) return this.afterCheck(lane, msg, retry, counted);
-          msg.countedAtStart = counted + 1;
-          this.attempt(lane, msg);
+          msg.countedAhead = counted + 1;
+          this.startAfterCount(lane, msg);
         },
         (error: unknown) => {
           // Not counted ahead: its failure is counted as without exactAttempts.
           this.events.onAttemptsUnrecorded?.(msg, error);
-          this.attempt(lane, msg);
+          this.startAfterCount(lane, msg);
         },
       );
       return;
@@ -542,9 +544,30 @@ export class Dispatcher {
     this.attempt(lane, msg);
   }
 
+  /**
+   * A count was awaited before this attempt (read, or written ahead): the instance may have
+   * been fenced meanwhile (a process stopped across the request, its pin or lease run out),
+   * so the fence is asked again before the handler starts. Fenced: the attempt is not made,
+   * and the message waits as a due retry, for the fence to open or for its give-back.
+   */
+  private startAfterCount(lane: Lane, msg: LaneMessage): void {
+    if (!this.startsPaused && (!this.policy.mayStart || this.policy.mayStart())) return this.attemptCounted(lane, msg);
+    this.executing -= 1;
+    msg.attempts -= 1;
+    this.retries.unshift(lane);
+    this.fenceWait();
+  }
+
+  /** Runs an attempt, counted ahead when it was (exactAttempts). */
+  private attemptCounted(lane: Lane, msg: LaneMessage): void {
+    msg.countedAtStart = msg.countedAhead;
+    msg.countedAhead = undefined;
+    this.attempt(lane, msg);
+  }
+
   /** The count of a redelivered message was read: run it, or, with its attempts used up, settle it as its last failure would. */
   private afterCheck(lane: Lane, msg: LaneMessage, retry: RetryPolicy, recorded: number): void {
-    if (recorded < retry.maxDeliver) return this.attempt(lane, msg);
+    if (recorded < retry.maxDeliver) return this.startAfterCount(lane, msg);
     this.executing -= 1;
     msg.attempts -= 1;
     const error = new ConsumerGroupError("HANDLER_FAILED", `its ${recorded} failed attempts (maxDeliver ${retry.maxDeliver}) were made by other instances before this redelivery; it is not run again`);

@@ -46,6 +46,12 @@ export class LaneMessage extends ConsumerGroupMessage {
    * this many in all; its failure is not counted again. Undefined otherwise.
    */
   countedAtStart: number | undefined = undefined;
+  /**
+   * `retry.exactAttempts`: its next attempt here was counted already (as this many in all),
+   * but did not start: the instance was fenced when the count came back. It starts without
+   * being counted again.
+   */
+  countedAhead: number | undefined = undefined;
 
   /**
    * @param arrivedBy - a clock reading no earlier than its delivery

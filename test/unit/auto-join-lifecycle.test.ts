@@ -293,6 +293,29 @@ describe("auto-join lifecycle - over a fake lease port (no server)", () => {
     });
   }
 
+  test("auto-join lifecycle - the last live instance writes its leave when its sibling was killed -9 at the same moment and no other member is alive (review F2): it waits for the sibling's lease to expire", async () => {
+    const bucket = new FakeLeaseBucket(config());
+    const watcher = await start(bucket, "other", "i-other");
+    const a = await start(bucket, "m1", "a");
+    const b = await start(bucket, "m1", "b");
+    await advance(SETTLE * MAX_SETTLE_PERIODS + 100, 50);
+    await watcher.membership.close();
+    await advance(SETTLE * MAX_SETTLE_PERIODS + 100, 50);
+    assert.deepEqual(members(bucket), ["m1"]);
+    // b is killed: it writes nothing any more; the server expires its lease after the TTL.
+    b.port.fail("writeLease", ...Array.from({ length: 100 }, () => new Error("killed")));
+    b.port.fail("ensureBucket", ...Array.from({ length: 100 }, () => new Error("killed")));
+    const left = a.membership.leave(() => Promise.resolve());
+    await advance(TTL - 500, 50);
+    assert.deepEqual(members(bucket), ["m1"], "still waiting for the sibling's lease");
+    bucket.expireLease("m1", "b");
+    await advance(MAX_SETTLE_PERIODS * SETTLE + 3000, 50);
+    assert.equal(await left, true, "the member was taken out");
+    assert.deepEqual(members(bucket), []);
+    await a.membership.close();
+    await b.membership.close();
+  });
+
   test("auto-join lifecycle - a leave marks the lease as leaving, then a live sibling keeps the member in", async () => {
     const bucket = new FakeLeaseBucket(config());
     const a = await start(bucket, "m1", "a");
@@ -303,7 +326,8 @@ describe("auto-join lifecycle - over a fake lease port (no server)", () => {
     await advance(50);
     assert.equal(a.membership.state.name, "leaving");
     assert.equal((bucket.entry(leaseKey("m1", "a"))?.value as LeaseValue).leaving, true);
-    await advance(SIBLING_MARKS_MS + 100, 50);
+    // The sibling renews within a third of the TTL: proof that it stays.
+    await advance(TTL / 3 + 200, 50);
     assert.equal(await left, false, "not the last instance");
     await a.membership.close();
     await advance(SETTLE * MAX_SETTLE_PERIODS + 100, 50);

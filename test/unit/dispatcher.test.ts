@@ -1240,6 +1240,46 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
     assert.deepEqual(counter.deleted, [6], "its count is deleted once handled");
   });
 
+  for (const exact of [true, false]) {
+    test(`dispatcher - ${exact ? "exactAttempts" : "a redelivery's count read"}: the fence closing while the count is awaited (a process stopped across the request) holds the start until it opens${exact ? ", and the attempt is not counted twice" : ""} (autoscale soak seed 13)`, async () => {
+      const counter = new CountingAheadCounter();
+      let open = true;
+      let release!: () => void;
+      const answered = new Promise<void>((r) => (release = r));
+      const slow: AttemptCounter = {
+        failed: (m, l) => counter.failed(m, l),
+        settled: (seq) => counter.settled(seq),
+        begin: async (m, e, l) => {
+          const r = await counter.begin(m, e, l);
+          await answered;
+          return r;
+        },
+        recorded: async (m) => {
+          await answered;
+          return counter.counts.get(m.seq) ?? 0;
+        },
+      };
+      const starts: number[] = [];
+      const { events, log } = recorder();
+      const d = new Dispatcher(
+        (msg) => void starts.push(msg.seq),
+        policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: slow, ...(exact ? { exact: true } : {}) }, mayStart: () => open }),
+        events,
+      );
+      d.push(delivery(7, "a", 0, exact ? 1 : 2).js);
+      await sleep(20);
+      open = false; // the pin's proof ran out while the request was out
+      release();
+      await sleep(300);
+      assert.deepEqual(starts, [], "nothing starts while fenced");
+      open = true;
+      await waitFor(() => log.handled.length === 1, 2000, "handled once the fence opens");
+      assert.deepEqual(starts, [7]);
+      if (exact) assert.deepEqual(counter.begun.map((b) => b.counted), [0], "counted once, before the first try to start");
+      await d.drain(1000);
+    });
+  }
+
   test("dispatcher - exactAttempts: a message that succeeds has its count deleted; when counting ahead fails, it runs, is reported, and its failure is counted as without the option", async () => {
     const counter = new CountingAheadCounter();
     const unrecorded: number[] = [];

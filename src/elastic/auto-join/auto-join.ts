@@ -28,7 +28,7 @@ export const MAX_SETTLE_PERIODS = 3;
 export const RENEW_RETRY_MS = 500;
 /** How often a leaving instance reads whether the others took its member out. */
 export const LEAVE_POLL_MS = 100;
-/** How long a leaving instance with a sibling of its member waits for the sibling's leaving mark (siblings stopped together). */
+/** The least a leaving instance with a sibling of its member waits for the sibling's leaving mark (siblings stopped together); a sibling that neither marks nor renews is waited for until its lease expires. */
 export const SIBLING_MARKS_MS = 1000;
 /** How long a leaving instance waits for the others beyond three settle periods before it writes the change itself. */
 export const LEAVE_GRACE_MS = 2000;
@@ -436,9 +436,11 @@ export class AutoMembership {
       }
       this.scheduleRenew();
       // Instances of one member stopped together (an orchestrator stopping every pod) see each
-      // other's leases: each marks its own first and waits a moment for the others' marks, so the
-      // member leaves when none of its instances stays, instead of each leaving it to the others.
-      if (!(await this.lastOfMember(this.now() + SIBLING_MARKS_MS))) return false;
+      // other's leases: each marks its own first and waits for the others' marks, so the member
+      // leaves when none of its instances stays, instead of each leaving it to the others. A
+      // sibling that neither marks nor renews (killed -9 meanwhile) is waited for until its lease
+      // expires: otherwise, with no other member alive, nobody would ever take the member out.
+      if (!(await this.lastOfMember())) return false;
       if (!(await this.listed())) return false;
       if (this.leases.othersAlive() && (await this.removedByOthers(this.now() + MAX_SETTLE_PERIODS * this.settings.settleMs + LEAVE_GRACE_MS))) {
         await released();
@@ -464,9 +466,20 @@ export class AutoMembership {
     }
   }
 
-  /** Waits until no other instance of this member holds a lease that is not leaving, or `deadline` (on {@link AutoMembership.now}): whether none does. */
-  private async lastOfMember(deadline: number): Promise<boolean> {
-    while (this.otherInstances() > 0 && this.now() < deadline) await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
+  /**
+   * Whether this is the last instance of its member: waits until no other instance holds
+   * a lease that is not leaving (each marked its own, or its lease was deleted or expired),
+   * and answers false as soon as one of them renews its lease (it stays). A sibling that
+   * does neither has died: its lease expires within a TTL, so the wait ends by then.
+   */
+  private async lastOfMember(): Promise<boolean> {
+    const before = this.leases.siblingWrites();
+    const renewed = (): boolean => [...this.leases.siblingWrites()].some(([instance, writes]) => writes > (before.get(instance) ?? 0));
+    const deadline = this.now() + Math.max(SIBLING_MARKS_MS, this.settings.leaseTtlMs + LEAVE_GRACE_MS);
+    while (this.otherInstances() > 0 && this.now() < deadline) {
+      if (renewed()) return false;
+      await new Promise((r) => setTimeout(r, LEAVE_POLL_MS));
+    }
     return this.otherInstances() === 0;
   }
 

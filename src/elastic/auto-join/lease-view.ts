@@ -12,6 +12,8 @@ export class LeaseView {
   /** Live leases per member: instance → lease. */
   private readonly leases = new Map<string, Map<string, LeaseValue>>();
   private readonly registered = new Set<string>();
+  /** Writes seen of each live lease of this instance's member (instance → count): one that grows was renewed. */
+  private readonly siblingWriteCounts = new Map<string, number>();
   /** Members whose last lease was deleted by its instance (not expired): no grace keeps them. */
   private readonly departed = new Set<string>();
   /** The group's policy, as last read or seen (kept across a new watch). */
@@ -33,6 +35,7 @@ export class LeaseView {
     this.leases.clear();
     this.registered.clear();
     this.departed.clear();
+    this.siblingWriteCounts.clear();
     this.caughtUp = false;
   }
 
@@ -44,6 +47,10 @@ export class LeaseView {
       return;
     }
     let instances = this.leases.get(event.member);
+    if (event.member === this.member && event.instance !== this.instance) {
+      if (event.value) this.siblingWriteCounts.set(event.instance, (this.siblingWriteCounts.get(event.instance) ?? 0) + 1);
+      else this.siblingWriteCounts.delete(event.instance);
+    }
     if (event.value) {
       if (!instances) this.leases.set(event.member, (instances = new Map<string, LeaseValue>()));
       instances.set(event.instance, event.value);
@@ -88,6 +95,16 @@ export class LeaseView {
   /** Other live instances of this instance's member. */
   otherInstances(): number {
     return [...(this.leases.get(this.member)?.entries() ?? [])].filter(([id, l]) => id !== this.instance && !l.leaving).length;
+  }
+
+  /**
+   * How many writes the watch saw of each other instance's lease of this member that is
+   * not leaving (a renewal is one): a count that grew since an earlier look proves that
+   * instance alive and staying.
+   */
+  siblingWrites(): ReadonlyMap<string, number> {
+    const live = this.leases.get(this.member);
+    return new Map([...this.siblingWriteCounts].filter(([instance]) => live?.get(instance)?.leaving !== true));
   }
 
   /** Whether another auto instance (of any member) that is not leaving holds a lease. */
