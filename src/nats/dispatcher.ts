@@ -518,7 +518,10 @@ export class Dispatcher {
       // attempts were used up elsewhere is not run again here (as for a redelivery below); a blocked
       // one retried in place still runs, and is counted.
       const earlierRuns = msg.info.deliveryCount - 1 + msg.attempts - 1;
-      void counter.begin(msg, earlierRuns, msg.attempts === 1 ? retry.maxDeliver : Infinity).then(
+      // Only its first attempt here may be refused: once refused it is blocked (or dead-lettered), and a
+      // blocked message is retried in place whatever its count (a fix downstream unblocks it).
+      const mayRefuse = msg.attempts === 1 && !msg.reportedBlocked;
+      void counter.begin(msg, earlierRuns, mayRefuse ? retry.maxDeliver : Infinity).then(
         ({ counted, began }) => {
           if (!began) return this.afterCheck(lane, msg, retry, counted);
           msg.countedAhead = counted + 1;
@@ -532,7 +535,7 @@ export class Dispatcher {
       );
       return;
     }
-    if (retry && counter?.recorded && msg.attempts === 1 && msg.info.deliveryCount > 1) {
+    if (retry && counter?.recorded && msg.attempts === 1 && !msg.reportedBlocked && msg.info.deliveryCount > 1) {
       // A redelivery: another instance may have used its attempts up (and been stalled or cut before it
       // dead-lettered it). Then it is not run again: it goes where its last failure would have sent it.
       void counter.recorded(msg).then(

@@ -1280,6 +1280,39 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
     });
   }
 
+  for (const exact of [true, false]) {
+    test(`dispatcher - ${exact ? "exactAttempts" : "a redelivery's count read"}: a blocked message that comes to a new owner with its attempts used up (no dead-letter subject) blocks there and is still retried, so a fix downstream unblocks it (review finding)`, async () => {
+      const counter = new CountingAheadCounter();
+      counter.counts.set(5, 8); // eight attempts failed on the member that had the partition before
+      const withRecorded: AttemptCounter = Object.assign(counter, { recorded: (msg: ConsumerGroupMessage) => Promise.resolve(counter.counts.get(msg.seq) ?? 0) });
+      const { events, log } = recorder();
+      let fixed = false;
+      let starts = 0;
+      const startsWhenBlocked: number[] = [];
+      const d = new Dispatcher(
+        () => {
+          starts += 1;
+          if (!fixed) throw new Error("downstream down");
+        },
+        policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: withRecorded, ...(exact ? { exact: true } : {}) } }),
+        {
+          ...events,
+          onBlocked: (lane, msg, error) => {
+            startsWhenBlocked.push(starts);
+            events.onBlocked(lane, msg, error);
+          },
+        },
+      );
+      d.push(delivery(5, "a", 0, exact ? 1 : 2).js);
+      await waitFor(() => log.blocked.length === 1, 1000, "blocked on the new owner");
+      assert.deepEqual(startsWhenBlocked, [0], "not run on arrival: its attempts were used up");
+      fixed = true;
+      await waitFor(() => log.handled.length === 1, 5000, "retried in place and handled once downstream is fixed");
+      assert.ok(starts >= 1);
+      await d.drain(1000);
+    });
+  }
+
   test("dispatcher - exactAttempts: a message that succeeds has its count deleted; when counting ahead fails, it runs, is reported, and its failure is counted as without the option", async () => {
     const counter = new CountingAheadCounter();
     const unrecorded: number[] = [];
