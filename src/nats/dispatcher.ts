@@ -554,9 +554,16 @@ export class Dispatcher {
    * and the message waits as a due retry, for the fence to open or for its give-back.
    */
   private startAfterCount(lane: Lane, msg: LaneMessage): void {
-    if (!this.startsPaused && (!this.policy.mayStart || this.policy.mayStart())) return this.attemptCounted(lane, msg);
+    if (!this.startsPaused && !this.yielding && (!this.policy.mayStart || this.policy.mayStart())) return this.attemptCounted(lane, msg);
     this.executing -= 1;
     msg.attempts -= 1;
+    if (this.stopping || this.yielding) {
+      // A drain or a give-back began meanwhile and already gave back the heads waiting to start:
+      // this one goes back too (its count ahead stays: one counted attempt that did not run).
+      msg.countedAhead = undefined;
+      msg.nak();
+      return this.complete(lane, msg);
+    }
     this.retries.unshift(lane);
     this.fenceWait();
   }

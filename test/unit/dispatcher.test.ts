@@ -1313,6 +1313,41 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
     });
   }
 
+  for (const how of ["a drain", "a give-back (pin lost)"] as const) {
+    test(`dispatcher - exactAttempts: ${how} that begins while a count ahead is awaited (starts paused) gives the message back and finishes, instead of waiting for it forever (autoscale soak seed 411997871: 10 messages stuck behind a drain that never ended)`, { timeout: 5000 }, async () => {
+      const counter = new CountingAheadCounter();
+      let release!: () => void;
+      const answered = new Promise<void>((r) => (release = r));
+      const slow: AttemptCounter = {
+        failed: (m, l) => counter.failed(m, l),
+        settled: (seq) => counter.settled(seq),
+        begin: async (m, e, l) => {
+          const r = await counter.begin(m, e, l);
+          await answered;
+          return r;
+        },
+      };
+      let starts = 0;
+      const d = new Dispatcher(() => void (starts += 1), policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: slow, exact: true } }), recorder().events);
+      const m = delivery(7, "a");
+      d.push(m.js);
+      await sleep(20);
+      d.pauseStarts(); // the member is about to give its partitions up
+      if (how === "a drain") {
+        const drained = d.drain(1000);
+        release();
+        assert.equal(await drained, true, "the drain finished");
+      } else {
+        d.giveBackQueued();
+        release();
+        await sleep(50);
+        assert.equal(d.size, 0, "nothing held");
+      }
+      assert.equal(starts, 0, "not started");
+      assert.deepEqual(m.calls, ["nak"], "given back");
+    });
+  }
+
   test("dispatcher - exactAttempts: a message that succeeds has its count deleted; when counting ahead fails, it runs, is reported, and its failure is counted as without the option", async () => {
     const counter = new CountingAheadCounter();
     const unrecorded: number[] = [];
