@@ -31,19 +31,14 @@ import { startEnv, uniqueName, waitFor, type TestEnv } from "../helpers/nats.js"
 import { createKeyedStream, keys, publishKeyed, recordingHandler, type Handled } from "../helpers/static-fixtures.js";
 import { putRawElasticConfig, rawElasticConfig, withTimeout } from "../helpers/elastic-util.js";
 import { killAllCg, runCg, runCgJson } from "../helpers/cli-run.js";
+import { assertTypedError, thrownBy } from "../helpers/security-state.js";
 
 const noop: MessageHandler = () => undefined;
 
+/** Awaits `p`, asserts it was refused with `code` and a message naming every one of `mentions`, and returns the error. */
 async function refusal(p: Promise<unknown>, code: ErrorCode, ...mentions: string[]): Promise<ConsumerGroupError> {
-  let err: unknown;
-  try {
-    await p;
-  } catch (e) {
-    err = e;
-  }
-  assert.ok(err instanceof ConsumerGroupError, `expected a ConsumerGroupError ${code}, got ${err === undefined ? "success" : err instanceof Error ? err.message : JSON.stringify(err)}`);
-  assert.equal(err.code, code, err.message);
-  for (const m of mentions) assert.ok(err.message.includes(m), `the message should mention ${m}: ${err.message}`);
+  const err = await thrownBy(() => p);
+  assertTypedError(err, code, ...mentions.map((m) => new RegExp(m.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))));
   return err;
 }
 

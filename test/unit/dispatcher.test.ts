@@ -1160,6 +1160,30 @@ class CountingAheadCounter extends MemoryCounter {
   }
 }
 
+/**
+ * The counter's answers held back until `answered` settles, as a slow attempts bucket (or a
+ * process stopped across the request) holds them; the counting itself happens at once.
+ */
+function answeringAfter(counter: CountingAheadCounter, answered: Promise<void>, opts: { withRecorded: boolean }): AttemptCounter {
+  const slow: AttemptCounter = {
+    failed: (m, l) => counter.failed(m, l),
+    settled: (seq) => counter.settled(seq),
+    begin: async (m, e, l) => {
+      const r = await counter.begin(m, e, l);
+      await answered;
+      return r;
+    },
+  };
+  if (!opts.withRecorded) return slow;
+  return {
+    ...slow,
+    recorded: async (m) => {
+      await answered;
+      return counter.counts.get(m.seq) ?? 0;
+    },
+  };
+}
+
 describe("dispatcher - exactAttempts: attempts counted before they start (no server)", () => {
   const dlq = (counts: string[]): DeadLetter => ({
     subject: "dlq",
@@ -1246,19 +1270,7 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
       let open = true;
       let release!: () => void;
       const answered = new Promise<void>((r) => (release = r));
-      const slow: AttemptCounter = {
-        failed: (m, l) => counter.failed(m, l),
-        settled: (seq) => counter.settled(seq),
-        begin: async (m, e, l) => {
-          const r = await counter.begin(m, e, l);
-          await answered;
-          return r;
-        },
-        recorded: async (m) => {
-          await answered;
-          return counter.counts.get(m.seq) ?? 0;
-        },
-      };
+      const slow = answeringAfter(counter, answered, { withRecorded: true });
       const starts: number[] = [];
       const { events, log } = recorder();
       const d = new Dispatcher(
@@ -1318,15 +1330,7 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
       const counter = new CountingAheadCounter();
       let release!: () => void;
       const answered = new Promise<void>((r) => (release = r));
-      const slow: AttemptCounter = {
-        failed: (m, l) => counter.failed(m, l),
-        settled: (seq) => counter.settled(seq),
-        begin: async (m, e, l) => {
-          const r = await counter.begin(m, e, l);
-          await answered;
-          return r;
-        },
-      };
+      const slow = answeringAfter(counter, answered, { withRecorded: false });
       let starts = 0;
       const d = new Dispatcher(() => void (starts += 1), policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: slow, exact: true } }), recorder().events);
       const m = delivery(7, "a");
