@@ -153,6 +153,19 @@ export class AttemptLedger implements AttemptCounter {
     throw changingRecord(key);
   }
 
+  async uncount(msg: ConsumerGroupMessage, countedBefore: number): Promise<void> {
+    const revision = this.written.get(msg.seq);
+    if (revision === undefined) return;
+    this.written.delete(msg.seq);
+    try {
+      // Only while the record is still the one written here: another instance that counted it since keeps its count.
+      if (countedBefore === 0) await this.remove(revision);
+      else await this.write(this.keyOf(msg.seq), { ...identityOf(msg), attempts: countedBefore }, revision);
+    } catch (err) {
+      throw wrapServerError(err, `taking back the count of stream sequence ${msg.seq}, given back before it ran, in "${ATTEMPTS_BUCKET}"`);
+    }
+  }
+
   async recorded(msg: ConsumerGroupMessage): Promise<number> {
     const { kv } = await this.open();
     const entry = await kv.get(this.keyOf(msg.seq));
@@ -207,8 +220,10 @@ export class AttemptLedger implements AttemptCounter {
     try {
       await this.jsm.streams.deleteMessage(ATTEMPTS_STREAM, revision, false);
     } catch (err) {
-      // The server's "message delete failed" code covers both; only its text tells a missing message.
-      if (apiErrorCode(err) === ApiCode.MessageDeleteFailed && /no message found/i.test(String((err as Error).message))) return;
+      // Gone already: "sequence N not found", or "message delete failed" whose text alone tells a missing message
+      // (measured on 2.15.3: which of the two depends on where the store has the sequence).
+      const code = apiErrorCode(err);
+      if (code === ApiCode.SequenceNotFound || (code === ApiCode.MessageDeleteFailed && /no message found/i.test(String((err as Error).message)))) return;
       throw err;
     }
   }

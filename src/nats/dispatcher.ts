@@ -71,11 +71,17 @@ export interface AttemptCounter {
    * Counts the attempt of `msg` about to start (`RetryPolicy.exact`), unless the attempts
    * already counted reach `limit`: then nothing is written and it must not run.
    *
-   * @param earlierRuns - the attempts known here before this one (the consumer's earlier deliveries plus this instance's attempts)
+   * @param earlierRuns - the attempts made here before this one (deliveries given back without running do not count)
    * @param limit - the count at which it must not run (`maxDeliver` for its first attempt here; Infinity for a blocked message retried in place)
    * @returns the attempts counted before this one, and whether this one was counted (and so may run)
    */
   begin?(msg: ConsumerGroupMessage, earlierRuns: number, limit: number): Promise<{ counted: number; began: boolean }>;
+  /**
+   * Takes back the count {@link AttemptCounter.begin} wrote for `msg` when its attempt did
+   * not run after all (given back by a drain or a lost pin before it started): the record
+   * goes back to `countedBefore` (removed at 0) unless another instance counted it since.
+   */
+  uncount?(msg: ConsumerGroupMessage, countedBefore: number): Promise<void>;
 }
 
 /** The dispatch settings of an instance. */
@@ -229,6 +235,8 @@ export class Dispatcher {
   private idle: (() => void)[] = [];
   /** Deliveries that arrived while draining, given back with the rest once the drain is over. */
   private readonly late: JsMsg[] = [];
+  /** Counts ahead being taken back (exactAttempts); a drain waits for them. */
+  private readonly uncounting = new Set<Promise<unknown>>();
   private drained = false;
   /** True after the pin was lost: failures go back to the server instead of being retried here. */
   private yielding = false;
@@ -410,6 +418,7 @@ export class Dispatcher {
     this.afterUnkeyed.length = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
+    for (const msg of back) this.uncount(msg);
     if (this.heads === 0 && this.idle.length > 0) for (const wake of this.idle.splice(0)) wake();
     if (back.length > 0) this.hooks.onRoom?.();
   }
@@ -517,7 +526,10 @@ export class Dispatcher {
       // Counted before it runs: a crash during the attempt cannot leave it uncounted. A message whose
       // attempts were used up elsewhere is not run again here (as for a redelivery below); a blocked
       // one retried in place still runs, and is counted.
-      const earlierRuns = msg.info.deliveryCount - 1 + msg.attempts - 1;
+      // Every start is counted ahead, so the record is the count: the delivery count is not, since a
+      // message given back unstarted (a drain, a lost pin, a rebalance) comes back with it raised
+      // (autoscale soak seed 101: two good messages dead-lettered without ever running).
+      const earlierRuns = msg.attempts - 1;
       // Only its first attempt here may be refused: once refused it is blocked (or dead-lettered), and a
       // blocked message is retried in place whatever its count (a fix downstream unblocks it).
       const mayRefuse = msg.attempts === 1 && !msg.reportedBlocked;
@@ -559,13 +571,28 @@ export class Dispatcher {
     msg.attempts -= 1;
     if (this.stopping || this.yielding) {
       // A drain or a give-back began meanwhile and already gave back the heads waiting to start:
-      // this one goes back too (its count ahead stays: one counted attempt that did not run).
-      msg.countedAhead = undefined;
+      // this one goes back too, and its count ahead is taken back.
       msg.nak();
+      this.uncount(msg);
       return this.complete(lane, msg);
     }
     this.retries.unshift(lane);
     this.fenceWait();
+  }
+
+  /**
+   * A message counted ahead goes back without having run: its count is taken back after
+   * its nak (so give-backs stay in stream order), and a drain waits for that. Should the
+   * next owner count it first, the record stays one higher (one start fewer, never more).
+   */
+  private uncount(msg: LaneMessage): void {
+    const counted = msg.countedAhead;
+    msg.countedAhead = undefined;
+    const counter = this.policy.retry?.attempts;
+    if (counted === undefined || !counter?.uncount) return;
+    const taken = counter.uncount(msg, counted - 1).catch((error: unknown) => this.events.onAttemptsUnrecorded?.(msg, error));
+    this.uncounting.add(taken);
+    void taken.finally(() => this.uncounting.delete(taken));
   }
 
   /** Runs an attempt, counted ahead when it was (exactAttempts). */
@@ -722,7 +749,7 @@ export class Dispatcher {
     // could stop delivering it, whichever instances tried it.
     const localRuns = msg.info.deliveryCount - 1 + attempt;
     // Counted when it started (exactAttempts): nothing more to write.
-    if (msg.countedAtStart !== undefined) return this.afterFailure(lane, msg, error, retry, Math.max(msg.countedAtStart, localRuns));
+    if (msg.countedAtStart !== undefined) return this.afterFailure(lane, msg, error, retry, msg.countedAtStart);
     const counter = retry.attempts;
     if (!counter) return this.afterFailure(lane, msg, error, retry, localRuns);
     // The count is shared (a rebalance starts the server's over): the head holds its lane, not a
@@ -995,6 +1022,7 @@ export class Dispatcher {
       const head = lane.head;
       if (head && this.waitingForRetry(lane, head)) {
         head.nak();
+        this.uncount(head);
         this.complete(lane, head);
       }
     }
@@ -1028,6 +1056,7 @@ export class Dispatcher {
     this.parkedByteCount = 0;
     back.sort((a, b) => a.seq - b.seq);
     for (const msg of back) msg.nak();
+    await Promise.all([...this.uncounting]);
     this.drained = true;
     this.sweeper.stop();
     return finished;

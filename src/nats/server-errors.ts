@@ -17,6 +17,7 @@ export const ApiCode = {
   ConsumerNameExists: 10013,
   NoMessageFound: 10037,
   MessageDeleteFailed: 10057,
+  SequenceNotFound: 10043,
 } as const;
 
 /**

@@ -157,6 +157,56 @@ describe("attempts across rebalances (issue 25 item 2)", () => {
     assert.deepEqual(r, { m1: 2, m2: 2, deadLetters: 1 }, "2 starts on m1, 2 on m2: 4 with maxDeliver 3");
   });
 
+  test("attempts - exactAttempts: messages given back unstarted by two stops (delivery count 3 when they come back, maxDeliver 2) are run and handled, none dead-lettered (autoscale soak seed 101: two good messages dead-lettered without ever running)", async () => {
+    const stream = uniqueName("atg");
+    const dlq = uniqueName("DLQ");
+    await env.jsm.streams.add({ name: dlq, subjects: [`${dlq}.letters`], storage: "memory" });
+    const subjectOf = await createLoadGroup(env, "elastic", stream, "g", 1, ["m1"]);
+    for (let i = 1; i <= 6; i++) await env.js.publish(subjectOf("k"), JSON.stringify({ key: "k", i }));
+    const handled: { i: number; deliveryCount: number }[] = [];
+    try {
+      // Round r blocks on the key's r-th message (until the stop aborts it), so the messages
+      // behind it are given back without running; the third round blocks on nothing.
+      for (const round of [1, 2, 3]) {
+        let blocking: (() => void) | undefined;
+        const blocked = new Promise<void>((resolve) => (blocking = resolve));
+        const member = await elasticConsume(env.js, {
+          stream,
+          group: "g",
+          member: "m1",
+          concurrency: "key",
+          retry: { maxDeliver: 2, backoffMs: 100, exactAttempts: true },
+          deadLetterSubject: `${dlq}.letters`,
+          drainTimeoutMs: 200,
+          consumerConfig: { ack_wait: nanos(5000) },
+          handler: async (msg) => {
+            const { i } = msg.json<{ i: number }>();
+            if (i === round && round < 3) {
+              blocking?.();
+              await new Promise((_, reject) => msg.signal.addEventListener("abort", () => reject(new Error("stopped"))));
+            }
+            handled.push({ i, deliveryCount: msg.info.deliveryCount });
+          },
+        });
+        if (round < 3) {
+          await blocked;
+          await member.stop();
+          continue;
+        }
+        const deadline = performance.now() + 15_000;
+        while (performance.now() < deadline && new Set(handled.map((h) => h.i)).size < 6) await sleep(50);
+        await sleep(300);
+        await member.stop();
+      }
+      const third = handled.find((h) => h.i === 3);
+      assert.ok(third && third.deliveryCount >= 3, `the 3rd message came back given back twice: ${JSON.stringify(handled)}`);
+      assert.deepEqual([...new Set(handled.map((h) => h.i))].sort(), [1, 2, 3, 4, 5, 6], "every message handled");
+      assert.equal((await env.jsm.streams.info(dlq)).state.messages, 0, "nothing dead-lettered");
+    } finally {
+      await deleteElastic(env.js, stream, "g");
+    }
+  });
+
   test("attempts - exactAttempts on an attempts bucket that denies deletes (made by nats kv add): refused with a typed error saying what to do; nothing consumed", async () => {
     const own = await startEnv();
     try {

@@ -1158,6 +1158,13 @@ class CountingAheadCounter extends MemoryCounter {
     this.counts.set(msg.seq, counted + 1);
     return Promise.resolve({ counted, began: true });
   }
+  readonly uncounted: { seq: number; before: number }[] = [];
+  uncount(msg: ConsumerGroupMessage, countedBefore: number): Promise<void> {
+    this.uncounted.push({ seq: msg.seq, before: countedBefore });
+    if (countedBefore === 0) this.counts.delete(msg.seq);
+    else this.counts.set(msg.seq, countedBefore);
+    return Promise.resolve();
+  }
 }
 
 /**
@@ -1168,6 +1175,7 @@ function answeringAfter(counter: CountingAheadCounter, answered: Promise<void>, 
   const slow: AttemptCounter = {
     failed: (m, l) => counter.failed(m, l),
     settled: (seq) => counter.settled(seq),
+    uncount: (m, before) => counter.uncount(m, before),
     begin: async (m, e, l) => {
       const r = await counter.begin(m, e, l);
       await answered;
@@ -1349,8 +1357,44 @@ describe("dispatcher - exactAttempts: attempts counted before they start (no ser
       }
       assert.equal(starts, 0, "not started");
       assert.deepEqual(m.calls, ["nak"], "given back");
+      await waitFor(() => counter.uncounted.length === 1, 1000, "the count taken back");
+      assert.deepEqual(counter.uncounted, [{ seq: 7, before: 0 }]);
+      assert.equal(counter.counts.has(7), false, "an attempt that did not run is not counted");
     });
   }
+
+  test("dispatcher - exactAttempts: a good message given back unstarted three times (delivery count 4, no record) runs and is handled, not dead-lettered (autoscale soak seed 101: two good messages dead-lettered without ever running)", async () => {
+    const counter = new CountingAheadCounter();
+    const counts: string[] = [];
+    const { events, log } = recorder();
+    let starts = 0;
+    const d = new Dispatcher(() => void (starts += 1), policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: counter, exact: true, deadLetter: dlq(counts) } }), events);
+    d.push(delivery(8, "a", 0, 4).js);
+    await waitFor(() => log.handled.length === 1, 1000, "handled");
+    assert.equal(starts, 1);
+    assert.deepEqual(counts, [], "nothing dead-lettered");
+    assert.deepEqual(counter.begun.map((b) => b.counted), [0], "give-backs are not attempts");
+    await d.drain(1000);
+  });
+
+  test("dispatcher - exactAttempts: a failing message given back unstarted before (delivery count 4) still gets its maxDeliver 3 starts, then one dead letter counting 3", async () => {
+    const counter = new CountingAheadCounter();
+    const counts: string[] = [];
+    const { events, log } = recorder();
+    let starts = 0;
+    const d = new Dispatcher(
+      () => {
+        starts += 1;
+        throw new Error("poison");
+      },
+      policy({ retry: { maxDeliver: 3, backoffMs: () => 1, attempts: counter, exact: true, deadLetter: dlq(counts) } }),
+      events,
+    );
+    d.push(delivery(9, "a", 0, 4).js);
+    await waitFor(() => log.deadLettered.length === 1, 1000, "the dead letter");
+    assert.equal(starts, 3);
+    assert.deepEqual(counts, ["3"]);
+  });
 
   test("dispatcher - exactAttempts: a message that succeeds has its count deleted; when counting ahead fails, it runs, is reported, and its failure is counted as without the option", async () => {
     const counter = new CountingAheadCounter();
