@@ -778,6 +778,14 @@ export class Dispatcher {
     const exhausted = runs >= retry.maxDeliver || pending !== undefined;
     // A release to a dead-letter subject sends its failed attempt there; otherwise the last allowed attempt goes to the configured one.
     const target = pending?.target ?? (exhausted ? retry.deadLetter : undefined);
+    if (this.yielding && this.ackWaitLapsed(msg)) {
+      // The pin moved while this instance was stopped or starved past AckWait: the newly pinned
+      // instance has the message (or gets it soon) and reads the count just written. Settling it
+      // here would terminate it under that instance and delete its count (autoscale soak seed 505:
+      // dead-lettered twice, a 5th attempt); it is left to the server's redelivery.
+      pending?.reject(new ConsumerGroupError("STOPPED", "this instance lost its pin while the attempt ran: the newly pinned instance handles the message"));
+      return this.complete(lane, msg);
+    }
     if (target) {
       this.deadLetter(
         lane,
@@ -816,6 +824,12 @@ export class Dispatcher {
       this.parkQueue(lane);
     }
     this.backOff(lane, msg, retry.backoffMs(msg.attempts));
+  }
+
+  /** Whether AckWait passed with no beat for `msg` from here, so the server may have redelivered it elsewhere. */
+  private ackWaitLapsed(msg: LaneMessage): boolean {
+    const interval = this.policy.workingIntervalMs;
+    return msg.ackWaitLapsed || (interval > 0 && performance.now() - msg.lastBeatAt > 2 * interval);
   }
 
   /** Publishes the lane's head to `target` and terminates it; then `stored`, or `failed` when the publish fails. */

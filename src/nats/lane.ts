@@ -19,6 +19,11 @@ export class LaneMessage extends ConsumerGroupMessage {
    * clock when it arrived (no later than its delivery, so beats come early, never late).
    */
   lastBeatAt: number;
+  /**
+   * The server's AckWait passed with no beat from here (the process was stopped or
+   * starved meanwhile): the server may have given it to another instance since.
+   */
+  ackWaitLapsed = false;
   /** Handler attempts made here. */
   attempts = 0;
   /** The error of the key function, when it failed for this message (`key` mode). */

@@ -61,6 +61,8 @@ export class WorkingSweeper {
     const due = this.intervalMs * BEAT_AFTER_SHARE;
     this.eachRound((msg) => {
       if (msg.settlement === undefined && now - msg.lastBeatAt >= due) {
+        // The interval is half of AckWait: twice that without a beat, the server redelivers.
+        if (now - msg.lastBeatAt > 2 * this.intervalMs) msg.ackWaitLapsed = true;
         msg.working();
         msg.lastBeatAt = now;
       }

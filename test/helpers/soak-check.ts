@@ -244,13 +244,15 @@ export interface OverAttempted {
   cutByKill: number;
   /** Its attempts in flight across a SIGSTOP pulse (another instance could try it meanwhile). */
   acrossPause: number;
+  /** Of those, the ones whose SIGSTOP outlasted AckWait: the server gave the message to another instance before their failure was counted. */
+  acrossPausePastAckWait: number;
 }
 
 /** What {@link checkPoisonAttempts} found: `byKill` is a documented effect, `unexplained` is not. */
 export interface PoisonAttempts {
   /** The most attempts any poison message had. */
   most: number;
-  /** Over `maxDeliver`, every extra attempt explained by a kill -9 that cut one. */
+  /** Over `maxDeliver`, every extra attempt explained by a kill -9 that cut one, or a SIGSTOP past AckWait during one. */
   byKill: OverAttempted[];
   /** Over `maxDeliver` by more than the attempts a kill cut (`acrossPause` says how many ran across a SIGSTOP, for the report). */
   unexplained: OverAttempted[];
@@ -261,12 +263,13 @@ export interface PoisonAttempts {
  * subject: after that many it must be dead-lettered). An attempt that a kill -9 cut
  * counts no failure (see "Attempts" in docs/concurrency-and-failures.md; with `retry.exactAttempts` it does), so it may add one: one in flight at
  * the kill, or ended within the ack grace before it (or before the SIGSTOP the killed
- * process was in: it ran nothing after that). An attempt in
- * flight across a SIGSTOP is no excuse: it still ends and counts its failure (another
- * instance's attempt meanwhile only makes the count grow sooner); it is counted apart
- * for the report only.
+ * process was in: it ran nothing after that). An attempt in flight across a SIGSTOP
+ * longer than AckWait (`ackWaitMs`) is cut the same way for counting: its failure is
+ * counted only once the process resumes, after the server gave the message to another
+ * instance, which read the count without it; so it may add one too. A shorter SIGSTOP
+ * is no excuse (the message stays with the stopped instance).
  */
-export function checkPoisonAttempts(input: Pick<SoakInput, "published" | "runs" | "kills" | "pauses" | "ackGraceMs">, maxDeliver: number): PoisonAttempts {
+export function checkPoisonAttempts(input: Pick<SoakInput, "published" | "runs" | "kills" | "pauses" | "ackGraceMs"> & { ackWaitMs: number }, maxDeliver: number): PoisonAttempts {
   const poison = new Set(input.published.filter((p) => p.poison).map(idOf));
   const byId = new Map<string, HandlerRun[]>();
   for (const r of input.runs) if (poison.has(idOf(r))) push(byId, idOf(r), r);
@@ -283,11 +286,14 @@ export function checkPoisonAttempts(input: Pick<SoakInput, "published" | "runs" 
     };
     const paused = (r: HandlerRun): boolean =>
       (input.pauses ?? []).some((p) => p.pid === r.pid && r.start < (p.startsExcusedUntil ?? p.from) && (r.end === undefined || r.end >= p.from - input.ackGraceMs));
+    const pausedPastAckWait = (r: HandlerRun): boolean =>
+      (input.pauses ?? []).some((p) => p.pid === r.pid && p.kind !== "stall" && p.to - p.from > input.ackWaitMs && r.start < p.from && (r.end === undefined || r.end >= p.to));
     const cutByKill = runs.filter(cut).length;
     const acrossPause = runs.filter((r) => !cut(r) && paused(r)).length;
+    const acrossPausePastAckWait = runs.filter((r) => !cut(r) && pausedPastAckWait(r)).length;
     const extra = runs.length - maxDeliver;
-    const o: OverAttempted = { id, attempts: runs.length, cutByKill, acrossPause };
-    if (extra <= cutByKill) out.byKill.push(o);
+    const o: OverAttempted = { id, attempts: runs.length, cutByKill, acrossPause, acrossPausePastAckWait };
+    if (extra <= cutByKill + acrossPausePastAckWait) out.byKill.push(o);
     else out.unexplained.push(o);
   }
   return out;

@@ -394,8 +394,8 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
         if (p) deadLetters.push(`${p.key}/${p.seq}`);
       }
       const report = checkSoak({ published, runs: f.log.runs, kills: f.kills, exits: f.exits, deadLetters, ackGraceMs: ACK_GRACE_MS, pauses: f.pauses });
-      const counted = checkPoisonAttempts({ published, runs: f.log.runs, kills: f.kills, pauses: f.pauses, ackGraceMs: ACK_GRACE_MS }, MAX_DELIVER);
-      // Counted before they start, a cut attempt counts too: nothing excuses an attempt past maxDeliver.
+      const counted = checkPoisonAttempts({ published, runs: f.log.runs, kills: f.kills, pauses: f.pauses, ackGraceMs: ACK_GRACE_MS, ackWaitMs: ACK_WAIT_MS }, MAX_DELIVER);
+      // Counted before they start, a cut attempt (a kill, a SIGSTOP past AckWait) counts too: nothing excuses an attempt past maxDeliver.
       const attempts: PoisonAttempts = EXACT ? { ...counted, byKill: [], unexplained: [...counted.unexplained, ...counted.byKill] } : counted;
 
       const who = (pid: number): string => `${f.memberOf(pid)} (pid ${pid}${f.kills.has(pid) ? ", killed" : ""}${f.stops.has(pid) ? ", scaled down" : ""})`;
@@ -408,7 +408,7 @@ describe("autoscale soak - auto-join fleet of two-instance members scaled 3-5 un
               const key = o.id.split("/")[0] ?? "";
               const runs = f.log.runs.filter((r) => `${r.key}/${r.seq}` === o.id).map((r) => describeRunShort(r, who));
               const letters = f.log.deadLettered.filter((d) => d.info?.startsWith(`${stream}.${key} `)).map((d) => `${d.type} ${d.info ?? ""} by ${who(d.pid)} at ${new Date(d.at).toISOString().slice(11, 23)}`);
-              return `\n  ${o.id}: ${o.attempts} attempts (cut by a kill ${o.cutByKill}, across a SIGSTOP ${o.acrossPause}): ${runs.join("; ")}\n    dead letters of key ${key}: ${letters.join("; ") || "none reported"}`;
+              return `\n  ${o.id}: ${o.attempts} attempts (cut by a kill ${o.cutByKill}, across a SIGSTOP ${o.acrossPause}, of those past AckWait ${o.acrossPausePastAckWait}): ${runs.join("; ")}\n    dead letters of key ${key}: ${letters.join("; ") || "none reported"}`;
             })
             .join("")}`,
         );
@@ -569,7 +569,7 @@ describe("autoscale soak - poison attempts checker", () => {
   const published: SoakPayload[] = [{ key: "a", seq: 1, ms: 0, poison: true }];
   const run = (pid: number, n: number, start: number, end?: number): HandlerRun =>
     end === undefined ? { pid, run: n, key: "a", seq: 1, dc: 1, start } : { pid, run: n, key: "a", seq: 1, dc: 1, start, end, ok: false, aborted: false };
-  const base = { published, kills: new Map<number, number>(), ackGraceMs: 200 };
+  const base = { published, kills: new Map<number, number>(), ackGraceMs: 200, ackWaitMs: 1000 };
 
   test("autoscale soak - checker: maxDeliver attempts or fewer is nothing to report", () => {
     const r = checkPoisonAttempts({ ...base, runs: [run(1, 1, 100, 101), run(1, 2, 200, 201), run(2, 1, 300, 301)] }, 3);
@@ -595,11 +595,16 @@ describe("autoscale soak - poison attempts checker", () => {
     assert.deepEqual(early.unexplained.map((o) => o.id), ["a/1"]);
   });
 
-  test("autoscale soak - checker: an attempt in flight across a SIGSTOP explains nothing (it still counts its failure), nor does no fault", () => {
-    const pauses = [{ pid: 1, from: 150, to: 3000 }];
-    const across = checkPoisonAttempts({ ...base, pauses, runs: [run(1, 1, 100, 3001), run(2, 1, 1200, 1201), run(2, 2, 1300, 1301), run(2, 3, 1400, 1401)] }, 3);
-    assert.deepEqual(across.unexplained.map((o) => `${o.id} across a pause ${o.acrossPause}`), ["a/1 across a pause 1"]);
-    const none = checkPoisonAttempts({ ...base, runs: [run(1, 1, 100, 101), run(2, 1, 1200, 1201), run(2, 2, 1300, 1301), run(2, 3, 1400, 1401)] }, 3);
+  test("autoscale soak - checker: an attempt in flight across a SIGSTOP past AckWait explains one more (its failure is counted after another instance read the count), two more are not; a SIGSTOP within AckWait or no fault explains nothing (seed 505)", () => {
+    const later = [run(2, 1, 1200, 1201), run(2, 2, 1300, 1301), run(2, 3, 1400, 1401)];
+    const pastAckWait = [{ pid: 1, from: 150, to: 3000 }];
+    const across = checkPoisonAttempts({ ...base, pauses: pastAckWait, runs: [run(1, 1, 100, 3001), ...later] }, 3);
+    assert.deepEqual(across.byKill.map((o) => `${o.id} past AckWait ${o.acrossPausePastAckWait}`), ["a/1 past AckWait 1"]);
+    const twoMore = checkPoisonAttempts({ ...base, pauses: pastAckWait, runs: [run(1, 1, 100, 3001), ...later, run(2, 4, 1500, 1501)] }, 3);
+    assert.deepEqual(twoMore.unexplained.map((o) => o.id), ["a/1"]);
+    const short = checkPoisonAttempts({ ...base, pauses: [{ pid: 1, from: 150, to: 600 }], runs: [run(1, 1, 100, 601), ...later] }, 3);
+    assert.deepEqual(short.unexplained.map((o) => `${o.id} across a pause ${o.acrossPause}`), ["a/1 across a pause 1"]);
+    const none = checkPoisonAttempts({ ...base, runs: [run(1, 1, 100, 101), ...later] }, 3);
     assert.deepEqual(none.unexplained.map((o) => o.id), ["a/1"]);
   });
 });

@@ -1679,3 +1679,57 @@ describe("dispatcher - parked keys (no server, issue 25 item 3)", () => {
     await d.drain(1000);
   });
 });
+
+describe("dispatcher - a pin lost while stopped past AckWait (no server)", () => {
+  for (const stalledPastAckWait of [true, false]) {
+    test(`dispatcher - the last allowed attempt fails after the pin was lost${stalledPastAckWait ? " and the process was stalled past AckWait: it is left to the newly pinned instance (no dead letter, no nak, its count kept), not terminated under it (autoscale soak seed 505)" : " within AckWait (a step-down): it is dead-lettered here, as the message is still this instance's"}`, async () => {
+      const counter = new MemoryCounter();
+      const letters: string[] = [];
+      const deadLetter: DeadLetter = {
+        subject: "dlq",
+        idPrefix: "p",
+        publish: (_s, _p, _h, id) => {
+          letters.push(id);
+          return Promise.resolve();
+        },
+      };
+      const { events, log } = recorder();
+      let release!: () => void;
+      const running = new Promise<void>((r) => (release = r));
+      const d = new Dispatcher(
+        async () => {
+          await running;
+          if (stalledPastAckWait) {
+            const until = performance.now() + 250; // SIGSTOP: no beat for more than AckWait (100 ms)
+            while (performance.now() < until);
+          }
+          throw new Error("poison");
+        },
+        policy({
+          workingIntervalMs: 50,
+          retry: { maxDeliver: 1, backoffMs: () => 1, attempts: counter, deadLetter },
+        }),
+        events,
+      );
+      const m = delivery(3, "a");
+      d.push(m.js);
+      await sleep(20);
+      d.giveBackQueued(); // the pin moved to another instance of the member
+      release();
+      await waitFor(() => log.errors.length === 1, 2000, "the attempt failed");
+      await sleep(50);
+      if (stalledPastAckWait) {
+        assert.equal(counter.counts.get(3), 1, "its failure is counted, for the next owner");
+        assert.deepEqual(letters, [], "not dead-lettered here");
+        assert.deepEqual(log.deadLettered, []);
+        assert.deepEqual(m.calls.filter((c) => c !== "working"), [], "neither terminated nor nak'ed");
+        assert.equal(d.size, 0, "not held");
+      } else {
+        assert.equal(letters.length, 1, "dead-lettered by the instance that ran it");
+        assert.ok(m.calls.some((c) => c.startsWith("term")), m.calls.join(", "));
+        assert.deepEqual(counter.deleted, [3], "its count is deleted once it is terminated");
+      }
+      await d.drain(1000);
+    });
+  }
+});
