@@ -2,7 +2,7 @@
  * The documents the CLI's commands produce. Each is printed as-is with `--json`
  * and rendered for people by `render.ts`. Keys are snake_case, like the stored configs.
  */
-import type { ElasticConsumerGroupConfig, GroupKind, MemberMapping, StaticConsumerGroupConfig } from "../index.js";
+import type { ElasticConsumerGroupConfig, GroupKind, MemberMapping, MemberStatus, StaticConsumerGroupConfig } from "../index.js";
 
 /** `ls`. */
 export interface GroupListDoc {
@@ -101,9 +101,15 @@ export interface MessageDoc {
   ts: string;
 }
 
+/**
+ * The `event` of a `consume` event document: a member status type, or one of the
+ * two the command adds itself (`started`, and `stopping` on a signal).
+ */
+export type MemberEventName = MemberStatus["type"] | "started" | "stopping";
+
 /** What `consume` reports about the member instance (stderr). */
 export interface MemberEventDoc {
-  event: string;
+  event: MemberEventName;
   member: string;
   ts: string;
   [key: string]: unknown;

@@ -209,8 +209,11 @@ export function memberEvent(status: MemberStatus, member: string, now: Date): Me
       return { event: "lease_restored", ...base };
     case "stopped":
       return status.error ? { event: "stopped", ...base, error: errorText(status.error) } : { event: "stopped", ...base };
-    default:
-      return { event: (status as { type: string }).type, ...base };
+    default: {
+      // A new status type fails to compile here until it has a case above.
+      const unreachable: never = status;
+      return unreachable;
+    }
   }
 }
 
@@ -305,8 +308,11 @@ export function renderEvent(doc: MemberEventDoc, s: Styler): string {
       return `${head} ${String(doc["signal"])} received: finishing the message in flight, then stopping (again to force)`;
     case "stopped":
       return doc["error"] ? `${head} ${s.red("stopped")}: ${typeof doc["error"] === "string" ? doc["error"] : JSON.stringify(doc["error"])}` : `${head} stopped`;
-    default:
-      return `${head} ${doc.event}`;
+    default: {
+      // A new event fails to compile here until it has a case above.
+      const unreachable: never = doc.event;
+      return `${head} ${String(unreachable)}`;
+    }
   }
 }
 

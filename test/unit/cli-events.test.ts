@@ -8,6 +8,7 @@ import { ConsumerGroupError } from "../../src/core/errors.js";
 import { memberEvent, renderEvent } from "../../src/cli/render.js";
 import { styler } from "../../src/cli/output.js";
 import type { MemberStatus } from "../../src/nats/member-types.js";
+import type { MemberEventDoc, MemberEventName } from "../../src/cli/model.js";
 
 const plain = styler(false);
 const err = new ConsumerGroupError("SERVER_ERROR", "no quorum");
@@ -43,6 +44,11 @@ const examples: { [K in MemberStatus["type"]]: Extract<MemberStatus, { type: K }
 };
 const every: MemberStatus[] = Object.values(examples);
 
+/** The events `consume` adds itself, one of each: a record again, so a new one needs its example. */
+const commandEvents: { [K in Exclude<MemberEventName, MemberStatus["type"]>]: MemberEventDoc } = {
+  started: { event: "started", member: "m1", ts: new Date(0).toISOString(), kind: "elastic", stream: "orders", group: "billing", partitions: [0, 1], sleep_ms: 0 },
+  stopping: { event: "stopping", member: "m1", ts: new Date(0).toISOString(), signal: "SIGTERM" },
+};
 
 describe("cli - member events", () => {
   test("cli - every status event renders with its details, for people and as JSON", () => {
@@ -53,6 +59,14 @@ describe("cli - member events", () => {
       assert.notEqual(line.trim(), `00:00:00.000 [m1] ${status.type}`, `${status.type} has a line of its own`);
       const details = Object.keys(doc).filter((k) => !["event", "member", "ts"].includes(k));
       if (status.type !== "unpinned" && status.type !== "lease_restored") assert.ok(details.length > 0, `${status.type} carries its details in JSON`);
+    }
+  });
+
+  test("cli - the events consume adds itself (started, stopping) render with their details", () => {
+    for (const [name, doc] of Object.entries(commandEvents)) {
+      assert.equal(doc.event, name);
+      const line = renderEvent(doc, plain);
+      assert.notEqual(line.trim(), `00:00:00.000 [m1] ${name}`, `${name} has a line of its own`);
     }
   });
 });
