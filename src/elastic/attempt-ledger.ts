@@ -19,7 +19,7 @@ import { bucketName, configKey } from "../core/names.js";
 import { msToNanos } from "../core/timing.js";
 import type { AttemptCounter } from "../nats/dispatcher.js";
 import type { ConsumerGroupMessage } from "../nats/message.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
+import { ApiCode, apiErrorCode, isMessageGone, wrapServerError } from "../nats/server-errors.js";
 import { isCasConflict } from "./auto-join/lease-store.js";
 
 /** The attempts bucket's name. */
@@ -220,10 +220,7 @@ export class AttemptLedger implements AttemptCounter {
     try {
       await this.jsm.streams.deleteMessage(ATTEMPTS_STREAM, revision, false);
     } catch (err) {
-      // Gone already: "sequence N not found", or "message delete failed" whose text alone tells a missing message
-      // (measured on 2.15.3: which of the two depends on where the store has the sequence).
-      const code = apiErrorCode(err);
-      if (code === ApiCode.SequenceNotFound || (code === ApiCode.MessageDeleteFailed && /no message found/i.test(String((err as Error).message)))) return;
+      if (isMessageGone(err)) return;
       throw err;
     }
   }

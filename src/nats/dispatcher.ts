@@ -395,7 +395,11 @@ export class Dispatcher {
       if (head && this.waitingForRetry(lane, head)) {
         clearTimeout(head.retryTimer);
         head.retryTimer = undefined;
-        back.push(head);
+        // A failure left undecided while fenced after an AckWait lapse: the new pinned instance has it.
+        if (head.deferredFailure === undefined) back.push(head);
+        else head.pendingRelease?.reject(new ConsumerGroupError("STOPPED", "this instance lost its pin while the attempt ran: the newly pinned instance handles the message"));
+        head.deferredFailure = undefined;
+        head.pendingRelease = undefined;
         lane.head = undefined;
         this.heads -= 1;
         if (head.reportedBlocked) this.events.onUnblocked?.(this.publicKey(lane.key), head, "given_back");
@@ -515,9 +519,15 @@ export class Dispatcher {
 
   /** Runs one attempt of a lane's head. */
   private run(lane: Lane, msg: LaneMessage): void {
+    const retry = this.policy.retry;
+    const deferred = msg.deferredFailure;
+    if (deferred && retry) {
+      // The fence opened again with the pin kept: the failure is settled now, as it would have been.
+      msg.deferredFailure = undefined;
+      return this.afterFailure(lane, msg, deferred.error, retry, deferred.runs);
+    }
     this.executing += 1;
     msg.attempts += 1;
-    const retry = this.policy.retry;
     const counter = retry?.attempts;
     msg.countedAtStart = undefined;
     if (retry?.exact && counter?.begin) {
@@ -773,19 +783,24 @@ export class Dispatcher {
   private afterFailure(lane: Lane, msg: LaneMessage, error: unknown, retry: RetryPolicy, runs: number): void {
     msg.runs = runs;
     msg.lastError = error;
+    if (this.ackWaitLapsed(msg)) {
+      // Stopped or starved past AckWait during the attempt: the server may have given the message
+      // to another instance, which reads the count just written. Settling it here would terminate it
+      // under that instance and delete its count (autoscale soak seeds 505 and 13: dead-lettered
+      // twice, 5 and 6 attempts). With the pin moved it is left to the server's redelivery; while
+      // fenced (the pin not yet known), the decision waits for the fence.
+      if (this.yielding) return this.leaveToNewOwner(lane, msg);
+      if (!this.stopping && this.policy.mayStart && !this.policy.mayStart()) {
+        msg.deferredFailure = { error, runs };
+        this.retries.push(lane);
+        return this.fenceWait();
+      }
+    }
     const pending = msg.pendingRelease;
     msg.pendingRelease = undefined;
     const exhausted = runs >= retry.maxDeliver || pending !== undefined;
     // A release to a dead-letter subject sends its failed attempt there; otherwise the last allowed attempt goes to the configured one.
     const target = pending?.target ?? (exhausted ? retry.deadLetter : undefined);
-    if (this.yielding && this.ackWaitLapsed(msg)) {
-      // The pin moved while this instance was stopped or starved past AckWait: the newly pinned
-      // instance has the message (or gets it soon) and reads the count just written. Settling it
-      // here would terminate it under that instance and delete its count (autoscale soak seed 505:
-      // dead-lettered twice, a 5th attempt); it is left to the server's redelivery.
-      pending?.reject(new ConsumerGroupError("STOPPED", "this instance lost its pin while the attempt ran: the newly pinned instance handles the message"));
-      return this.complete(lane, msg);
-    }
     if (target) {
       this.deadLetter(
         lane,
@@ -824,6 +839,15 @@ export class Dispatcher {
       this.parkQueue(lane);
     }
     this.backOff(lane, msg, retry.backoffMs(msg.attempts));
+  }
+
+  /** A failed message the newly pinned instance has (see afterFailure): neither settled nor given back here. */
+  private leaveToNewOwner(lane: Lane, msg: LaneMessage): void {
+    msg.deferredFailure = undefined;
+    const pending = msg.pendingRelease;
+    msg.pendingRelease = undefined;
+    pending?.reject(new ConsumerGroupError("STOPPED", "this instance lost its pin while the attempt ran: the newly pinned instance handles the message"));
+    this.complete(lane, msg);
   }
 
   /** Whether AckWait passed with no beat for `msg` from here, so the server may have redelivered it elsewhere. */
@@ -1035,6 +1059,10 @@ export class Dispatcher {
     for (const lane of [...this.lanes.values()]) {
       const head = lane.head;
       if (head && this.waitingForRetry(lane, head)) {
+        if (head.deferredFailure !== undefined) {
+          this.leaveToNewOwner(lane, head);
+          continue;
+        }
         head.nak();
         this.uncount(head);
         this.complete(lane, head);

@@ -24,6 +24,11 @@ export class LaneMessage extends ConsumerGroupMessage {
    * starved meanwhile): the server may have given it to another instance since.
    */
   ackWaitLapsed = false;
+  /**
+   * A failure decided while the instance was fenced after such a lapse: settled (retried,
+   * dead-lettered) once the fence opens again, or left to the server if the pin moved.
+   */
+  deferredFailure: { error: unknown; runs: number } | undefined = undefined;
   /** Handler attempts made here. */
   attempts = 0;
   /** The error of the key function, when it failed for this message (`key` mode). */

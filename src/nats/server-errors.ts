@@ -21,6 +21,19 @@ export const ApiCode = {
 } as const;
 
 /**
+ * Whether a message delete failed because the message is gone already (consumed from a
+ * work queue, replaced in a one-per-subject stream). The server says so three ways,
+ * measured on 2.15.3: "no message found" (10037, or 10057 "message delete failed" with
+ * that text) and "sequence N not found" (10043), depending on where its store has the
+ * sequence.
+ */
+export function isMessageGone(err: unknown): boolean {
+  const code = apiErrorCode(err);
+  if (code === ApiCode.NoMessageFound || code === ApiCode.SequenceNotFound) return true;
+  return code === ApiCode.MessageDeleteFailed && /no message found/i.test(err instanceof Error ? err.message : String(err));
+}
+
+/**
  * The JetStream API error code of an error, if it has one. Recognised by shape (a
  * numeric `code` next to an `apiError()` method, as nats.js's `JetStreamApiError`
  * has), not `instanceof`: two copies of nats.js in one install must both work.

@@ -1733,3 +1733,53 @@ describe("dispatcher - a pin lost while stopped past AckWait (no server)", () =>
     });
   }
 });
+
+describe("dispatcher - a failure after an AckWait lapse while fenced (no server)", () => {
+  for (const outcome of ["the fence opens with the pin kept", "the pin moved"] as const) {
+    test(`dispatcher - the last allowed attempt fails after a stall past AckWait while the instance is fenced: nothing is settled until the pin is known; ${outcome === "the pin moved" ? "the pin moved: it is left to the newly pinned instance (autoscale soak seed 13: dead-lettered under it, 6 attempts)" : "the pin was kept: it is dead-lettered then"}`, async () => {
+      const counter = new MemoryCounter();
+      const letters: string[] = [];
+      const deadLetter: DeadLetter = {
+        subject: "dlq",
+        idPrefix: "p",
+        publish: (_s, _p, _h, id) => {
+          letters.push(id);
+          return Promise.resolve();
+        },
+      };
+      const { events, log } = recorder();
+      let open = true;
+      const d = new Dispatcher(
+        async () => {
+          await sleep(10);
+          const until = performance.now() + 250; // SIGSTOP: no beat for more than AckWait (100 ms)
+          while (performance.now() < until);
+          open = false; // the lease ran out meanwhile: the fence closes
+          throw new Error("poison");
+        },
+        policy({ workingIntervalMs: 50, mayStart: () => open, retry: { maxDeliver: 1, backoffMs: () => 1, attempts: counter, deadLetter } }),
+        events,
+      );
+      const m = delivery(4, "a");
+      d.push(m.js);
+      await waitFor(() => log.errors.length === 1, 2000, "the attempt failed");
+      await sleep(100);
+      assert.deepEqual(letters, [], "not settled while fenced");
+      assert.deepEqual(m.calls.filter((c) => c !== "working"), []);
+      assert.equal(counter.counts.get(4), 1, "its failure is counted");
+      if (outcome === "the pin moved") {
+        d.giveBackQueued();
+        open = true;
+        await sleep(100);
+        assert.deepEqual(letters, [], "left to the newly pinned instance");
+        assert.deepEqual(m.calls.filter((c) => c !== "working"), [], "neither terminated nor nak'ed");
+        assert.equal(d.size, 0);
+      } else {
+        open = true;
+        await waitFor(() => letters.length === 1, 2000, "dead-lettered once the fence opens");
+        assert.ok(m.calls.some((c) => c.startsWith("term")));
+      }
+      await d.drain(1000);
+    });
+  }
+});

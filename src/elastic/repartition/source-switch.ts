@@ -5,7 +5,7 @@
 import type { JetStreamManager, StoredMsg, StreamInfo } from "@nats-io/jetstream";
 import { ConsumerGroupError } from "../../core/errors.js";
 import { REPARTITION_METADATA_KEY, SWITCH_PAUSE_METADATA_KEY, TRANSITION_TOKEN, encodeRepartitionRecord, type RepartitionRecord } from "../../core/repartition.js";
-import { ApiCode, apiErrorCode, wrapServerError } from "../../nats/server-errors.js";
+import { ApiCode, apiErrorCode, isMessageGone, wrapServerError } from "../../nats/server-errors.js";
 import { listConsumers, sleep, updateStream, updatedConfig, withStart, workQueueInfo } from "./stream-ops.js";
 
 /**
@@ -292,7 +292,8 @@ async function deleteOldCopies(jsm: JetStreamManager, wq: string, fromSeq: numbe
     try {
       await jsm.streams.deleteMessage(wq, m.seq, false);
     } catch (err) {
-      if (apiErrorCode(err) !== ApiCode.NoMessageFound) throw wrapServerError(err, `deleting message ${m.seq} of "${wq}", which the new layout's source delivers again`);
+      // Handled by a member meanwhile (a work queue removes it): nothing to delete.
+      if (!isMessageGone(err)) throw wrapServerError(err, `deleting message ${m.seq} of "${wq}", which the new layout's source delivers again`);
     }
     seq = m.seq + 1;
   }
