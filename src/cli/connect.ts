@@ -15,6 +15,7 @@ import { credsFileAuthenticator, nkeyFileAuthenticator, resolveLiteral, splitUrl
 import { CliError, UsageError } from "./errors.js";
 import { parseDuration } from "./parse.js";
 import { redact, redactUrls, rememberSecret } from "./redact.js";
+import { wantsTlsFirst } from "./tls-probe.js";
 
 /** The server used when nothing else names one. */
 export const DEFAULT_SERVER = "nats://127.0.0.1:4222";
@@ -314,24 +315,44 @@ function origin(settings: ConnectionSettings, source: SettingSource | undefined)
   return "";
 }
 
+/** How a connect failed, as far as the error text tells. */
+function failureKind(detail: string): "auth" | "tls" | "other" {
+  if (/auth|permission|user|credential|jwt|nkey|signature/i.test(detail)) return "auth";
+  return /tls|ssl|certificate|handshake/i.test(detail) ? "tls" : "other";
+}
+
 /**
  * The error of a failed connect: what failed, where the failing setting came from
  * (a context only when it supplied it), what to do, with every secret masked.
+ *
+ * @param tlsFirstWanted - the server turned out to want the TLS handshake first (see {@link wantsTlsFirst})
  */
-function connectionError(settings: ConnectionSettings, err: unknown): CliError {
+function connectionError(settings: ConnectionSettings, err: unknown, tlsFirstWanted = false): CliError {
   const detail = redact(err instanceof Error ? err.message : String(err));
-  const auth = /auth|permission|user|credential|jwt|nkey|signature/i.test(detail);
+  const kind = failureKind(detail);
   const where = `cannot connect to ${redactUrls(settings.servers.join(", "))}${origin(settings, settings.serverSource)}`;
-  if (auth) {
+  if (kind === "auth") {
     const what = settings.authSource ? `the credentials${origin(settings, settings.authSource)}` : "the credentials: none were given";
     return new CliError("AUTHENTICATION_FAILED", `${where}: ${detail}; check ${what}, given with nats://user:password@host, --user/--password, --token, --creds, --nkey, --jwt/--seed or a context`, { cause: err });
   }
-  const tls = /tls|ssl|certificate|handshake/i.test(detail);
-  const hint = tls
-    ? "check the TLS settings (--tlsca, --tlscert/--tlskey, --tlsfirst when the server wants the TLS handshake first)"
-    : "is a nats-server running there? Pass --server <url>, set NATS_URL, or select a nats CLI context with --context";
+  if (tlsFirstWanted) {
+    // nats.js only saw silence ("timeout", or an undefined socket error when the server gave up first)
+    return new CliError("CONNECTION_FAILED", `${where}: the server wants the TLS handshake first (handshake_first) and sent no greeting; pass --tlsfirst (or set tls_first in the context), with --tlsca when its certificate is not publicly trusted`, {
+      cause: err,
+    });
+  }
+  if (settings.tlsFirst && /wrong version number/i.test(detail)) {
+    return new CliError("CONNECTION_FAILED", `${where}: the server did not answer the TLS handshake, it greets first in plain text: drop --tlsfirst (and tls_first from the context)`, { cause: err });
+  }
+  const hint =
+    kind === "tls"
+      ? "check the TLS settings (--tlsca, --tlscert/--tlskey, --tlsfirst when the server wants the TLS handshake first)"
+      : "is a nats-server running there? Pass --server <url>, set NATS_URL, or select a nats CLI context with --context";
   return new CliError("CONNECTION_FAILED", `${where}: ${detail}; ${hint}`, { cause: err });
 }
+
+/** How long the TLS-first probe of a failed connect may take: it runs only after a failure, and briefly. */
+const TLS_FIRST_PROBE_MS = 2000;
 
 /** A live connection and its JetStream client. */
 export interface CliConnection {
@@ -352,7 +373,9 @@ export async function connectNats(settings: ConnectionSettings): Promise<CliConn
   try {
     nc = await connect(options);
   } catch (err) {
-    throw connectionError(settings, err);
+    // A server that wants TLS first looks like one that never answers: ask it for a handshake to tell which.
+    const silent = !settings.tlsFirst && failureKind(err instanceof Error ? err.message : String(err)) === "other";
+    throw connectionError(settings, err, silent && (await wantsTlsFirst(settings.servers, Math.min(settings.timeoutMs, TLS_FIRST_PROBE_MS))));
   }
   const jsOptions: JetStreamOptions = { timeout: settings.timeoutMs };
   if (settings.jsDomain) jsOptions.domain = settings.jsDomain;
