@@ -135,6 +135,8 @@ export interface ConnectionSettings {
   serverSource: SettingSource;
   /** Where the credentials came from, if there are any. */
   authSource?: SettingSource;
+  /** Where the JetStream domain or API prefix came from, if one was given. */
+  jsSource?: SettingSource;
 }
 
 /** The nats CLI's config directory: `$XDG_CONFIG_HOME/nats`, else `~/.config/nats`. */
@@ -251,6 +253,7 @@ export function resolveConnection(flags: ConnectionFlags, env: NodeJS.ProcessEnv
   set("jsApiPrefix", str(flags.jsApiPrefix) ?? str(ctx.jetstream_api_prefix));
   set("inboxPrefix", str(flags.inboxPrefix) ?? str(ctx.inbox_prefix));
   if (settings.jsDomain && str(flags.jsApiPrefix)) throw new UsageError("--js-domain and --js-api-prefix both name the JetStream API: give one");
+  if (settings.jsDomain || settings.jsApiPrefix) settings.jsSource = str(flags.jsDomain) || str(flags.jsApiPrefix) ? "flag" : "context";
   if (!settings.authSource && (flagAuth || ctxAuth)) {
     const envOnly = AUTH_KEYS.every((k) => flagValue(k) === undefined || sourceOf(flags[k], `NATS_${k.toUpperCase()}`) === "environment");
     settings.authSource = flagAuth ? (envOnly ? "environment" : "flag") : "context";
@@ -353,6 +356,18 @@ function connectionError(settings: ConnectionSettings, err: unknown, tlsFirstWan
 
 /** How long the TLS-first probe of a failed connect may take: it runs only after a failure, and briefly. */
 const TLS_FIRST_PROBE_MS = 2000;
+
+/**
+ * The JetStream API that a domain or API prefix points at, described for an error
+ * (`"$JS.hub.API" (the JetStream domain "hub")`), or undefined for the default API.
+ */
+export function describeJetStreamTarget(settings: ConnectionSettings): string | undefined {
+  const from = origin(settings, settings.jsSource);
+  // the domain wins over a prefix, as in connectNats
+  if (settings.jsDomain) return `"$JS.${settings.jsDomain}.API" (the JetStream domain "${settings.jsDomain}"${from})`;
+  if (settings.jsApiPrefix) return `"${settings.jsApiPrefix}" (the JetStream API prefix${from})`;
+  return undefined;
+}
 
 /** A live connection and its JetStream client. */
 export interface CliConnection {
