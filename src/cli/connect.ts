@@ -336,7 +336,7 @@ function connectionError(settings: ConnectionSettings, err: unknown, tlsFirstWan
   const where = `cannot connect to ${redactUrls(settings.servers.join(", "))}${origin(settings, settings.serverSource)}`;
   if (kind === "auth") {
     const what = settings.authSource ? `the credentials${origin(settings, settings.authSource)}` : "the credentials: none were given";
-    return new CliError("AUTHENTICATION_FAILED", `${where}: ${detail}; check ${what}, given with nats://user:password@host, --user/--password, --token, --creds, --nkey, --jwt/--seed or a context`, { cause: err });
+    return new CliError("AUTHENTICATION_FAILED", `${where}: ${detail}; check ${what}, given with user:password@ or token@ in the server URL, --user/--password, --token, --creds, --nkey, --jwt/--seed or a context`, { cause: err });
   }
   if (tlsFirstWanted) {
     // nats.js only saw silence ("timeout", or an undefined socket error when the server gave up first)

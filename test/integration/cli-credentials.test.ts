@@ -54,10 +54,16 @@ async function lists(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CgRes
   return result;
 }
 
-/** Runs `static ls` in human and in JSON mode; both must fail with `code` and print no secret. */
-async function refused(args: string[], secrets: string[], expect: { exit: number; code: string; message: RegExp }, env: NodeJS.ProcessEnv = {}): Promise<void> {
+/** Runs `command` (`static ls orders`) in human and in JSON mode; both must fail with `code` and print no secret. */
+async function refused(
+  args: string[],
+  secrets: string[],
+  expect: { exit: number; code: string; message: RegExp },
+  env: NodeJS.ProcessEnv = {},
+  command: string[] = ["static", "ls", "orders"],
+): Promise<void> {
   for (const json of [false, true]) {
-    const r = await runCg([...(json ? ["--json"] : []), ...args, "static", "ls", "orders"], { env });
+    const r = await runCg([...(json ? ["--json"] : []), ...args, ...command], { env });
     const all = r.stdout + r.stderr;
     assert.equal(r.code, expect.exit, all);
     for (const s of secrets) assert.ok(!all.includes(s), `the secret ${JSON.stringify(s)} was printed:\n${all}`);
@@ -128,6 +134,33 @@ describe("cli credentials", () => {
     await refused(["-s", operator.url, "--jwt", "not-a-jwt", "--seed", jwtUser.seed], secrets, { exit: 1, code: "JWT_INVALID", message: /--jwt value is not a JWT/ });
     await refused(["-s", operator.url, "--jwt", jwtUser.jwt, "--seed", "SUNOPE"], secrets, { exit: 1, code: "NKEY_INVALID", message: /--seed value is not a user nkey seed/ });
     await refused(["-s", operator.url, "--jwt", "env://NO_SUCH_VAR_CG", "--seed", jwtUser.seed], secrets, { exit: 1, code: "ENV_NOT_SET", message: /NO_SUCH_VAR_CG, which is not set/ });
+  });
+
+  test("cli credentials - a command failing after or before connecting prints no secret of any form: URL password or token, --token, --jwt, --seed", async () => {
+    const dead = `127.0.0.1:${closedPort}`;
+    const encoded = encodeURIComponent(ODD_PASSWORD);
+    const forms: { server: NatsServer; args: (host: string) => string[]; secrets: string[]; env?: NodeJS.ProcessEnv }[] = [
+      { server: users, args: (h) => ["-s", `nats://alice:${PASSWORD}@${h}`], secrets: [PASSWORD] },
+      { server: users, args: (h) => ["-s", `nats://bob:${encoded}@${h}`], secrets: [ODD_PASSWORD, encoded] },
+      { server: tokens, args: (h) => ["-s", `nats://${TOKEN}@${h}`], secrets: [TOKEN] },
+      { server: tokens, args: (h) => ["-s", h, "--token", TOKEN], secrets: [TOKEN] },
+      { server: tokens, args: (h) => ["-s", h], secrets: [TOKEN], env: { NATS_TOKEN: TOKEN } },
+      { server: operator, args: (h) => ["-s", h, "--jwt", jwtUser.jwt, "--seed", jwtUser.seed], secrets: [jwtUser.jwt, jwtUser.seed] },
+      { server: operator, args: (h) => ["-s", h], secrets: [jwtUser.jwt, jwtUser.seed], env: { NATS_JWT: jwtUser.jwt, NATS_SEED: jwtUser.seed } },
+    ];
+    const missingGroup = { exit: 1, code: "BUCKET_NOT_FOUND", message: /KV bucket "static-consumer-groups" doesn't exist/ };
+    const nothingThere = { exit: 1, code: "CONNECTION_FAILED", message: /cannot connect to (nats:\/\/)?127\.0\.0\.1:\d+: .*is a nats-server running there/ };
+    for (const form of forms) {
+      await refused(form.args(hostOf(form.server)), form.secrets, missingGroup, form.env, ["static", "info", "orders", "nosuch"]);
+      await refused(["--timeout", "1s", ...form.args(dead)], form.secrets, nothingThere, form.env);
+    }
+    // a --seed that does not match its --jwt: refused by the server, neither printed
+    await refused(["-s", operator.url, "--jwt", jwtUser.jwt, "--seed", stranger.seed], [jwtUser.jwt, stranger.seed], {
+      exit: 1,
+      code: "AUTHENTICATION_FAILED",
+      // (the hint names the URL form without a URL, which the masking would garble into user:***@)
+      message: /check the credentials, given with user:password@ or token@ in the server URL, --user\/--password/,
+    });
   });
 
   test("cli credentials - a garbage --creds or --nkey file is a typed 'not a credentials file' error, not 'is a nats-server running there?'", async () => {
