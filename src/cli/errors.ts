@@ -4,6 +4,7 @@
  */
 import { CommanderError } from "commander";
 import { ConsumerGroupError } from "../index.js";
+import { redact } from "./redact.js";
 
 /** Exit codes of `cg`. */
 export const ExitCode = {
@@ -61,11 +62,17 @@ export interface ErrorReport {
 }
 
 /**
- * Classifies any thrown value.
+ * Classifies any thrown value. The message has URL credentials and the
+ * connection's secrets masked (see `redact.ts`).
  *
  * @param err - what was thrown
  */
 export function describeError(err: unknown): ErrorReport {
+  const report = classify(err);
+  return { ...report, message: redact(report.message) };
+}
+
+function classify(err: unknown): ErrorReport {
   if (err instanceof CommanderError) {
     const help = err.code === "commander.helpDisplayed" || err.code === "commander.version" || (err.code === "commander.help" && err.exitCode === 0);
     return { code: help ? "HELP" : "USAGE", message: err.message.replace(/^error: /, ""), exitCode: help ? ExitCode.OK : ExitCode.USAGE };

@@ -4,6 +4,7 @@
  * `NO_COLOR` is set.
  */
 import type { ErrorReport } from "./errors.js";
+import { redact } from "./redact.js";
 
 /** ANSI styling that is a no-op when colour is off. */
 export interface Styler {
@@ -84,7 +85,8 @@ export class Output {
 
   /** A diagnostic event on stderr: a JSON line, or a human line. */
   event<T>(doc: T, human: (doc: T, s: Styler) => string): void {
-    this.stderr.write(this.json ? `${JSON.stringify(doc)}\n` : `${human(doc, this.err)}\n`);
+    // events carry server and library messages: masked like errors
+    this.stderr.write(redact(this.json ? `${JSON.stringify(doc)}\n` : `${human(doc, this.err)}\n`));
   }
 
   /** A human-only note on stderr; silent in JSON mode. */
@@ -93,14 +95,17 @@ export class Output {
   }
 
   /** A warning on stderr. */
-  warn(message: string): void {
+  warn(text: string): void {
+    const message = redact(text);
     if (this.json) this.stderr.write(`${JSON.stringify({ warning: message })}\n`);
     else this.stderr.write(`${this.err.yellow("warning:")} ${message}\n`);
   }
 
   /** An error on stderr: `error: …`, or `{"error":{…}}` in JSON mode. */
   error(report: ErrorReport): void {
-    if (this.json) this.stderr.write(`${JSON.stringify({ error: { code: report.code, message: report.message, exit_code: report.exitCode } })}\n`);
-    else this.stderr.write(`${this.err.red("error:")} ${report.message}\n`);
+    // the last line of defence: no error leaves cg with a password or token in it
+    const message = redact(report.message);
+    if (this.json) this.stderr.write(`${JSON.stringify({ error: { code: report.code, message, exit_code: report.exitCode } })}\n`);
+    else this.stderr.write(`${this.err.red("error:")} ${message}\n`);
   }
 }

@@ -9,6 +9,7 @@ import { addConnectionOptions } from "./connect.js";
 import { examples } from "./commands/common.js";
 import { registerCommands } from "./commands/table.js";
 import { Output } from "./output.js";
+import { redact } from "./redact.js";
 
 function packageVersion(): string {
   try {
@@ -42,7 +43,7 @@ export function buildProgram(options: ProgramOptions = { json: false }): Command
     .configureOutput({
       outputError: (text, write) => {
         if (options.json) errors.error({ code: "USAGE", message: text.trim().replace(/^error: /, ""), exitCode: 2 });
-        else write(text.replace(/^error:/, errors.err.red("error:")));
+        else write(redact(text).replace(/^error:/, errors.err.red("error:")));
       },
     });
   addConnectionOptions(program);
@@ -59,8 +60,9 @@ export function buildProgram(options: ProgramOptions = { json: false }): Command
   program.addHelpText(
     "after",
     "\nExit codes: 0 ok, 1 operational error, 2 usage error, 130 after Ctrl-C (143 after SIGTERM).\n" +
-      "Connection: flags, else NATS_URL, NATS_CREDS, NATS_USER, NATS_PASSWORD, NATS_NKEY, NATS_CERT, NATS_KEY, NATS_CA, NATS_TIMEOUT,\n" +
-      "else the nats CLI context (--context, NATS_CONTEXT or the selected one), else nats://127.0.0.1:4222.\n",
+      "Connection: flags, else NATS_URL, NATS_USER, NATS_PASSWORD, NATS_TOKEN, NATS_CREDS, NATS_NKEY, NATS_JWT, NATS_SEED,\n" +
+      "NATS_CERT, NATS_KEY, NATS_CA, NATS_TIMEOUT, else the nats CLI context (--context, NATS_CONTEXT or the selected one;\n" +
+      "--no-context for none), else nats://127.0.0.1:4222. Passwords and tokens are never printed.\n",
   );
   return program;
 }

@@ -4,7 +4,9 @@
  */
 import type { Command } from "commander";
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { connectionFlags, connectNats, resolveConnection, type CliConnection, type ConnectionSettings } from "./connect.js";
+import { ConsumerGroupError } from "../index.js";
+import { connectionFlags, connectNats, describeJetStreamTarget, resolveConnection, type CliConnection, type ConnectionSettings } from "./connect.js";
+import { CliError } from "./errors.js";
 import { LineReader } from "./lines.js";
 import { Output } from "./output.js";
 
@@ -53,6 +55,20 @@ export class Session {
     return this.connection;
   }
 
+  /**
+   * An error that says "jetstream is not enabled" because nobody answered at the
+   * domain or API prefix given (a typo, or a domain of another server): it says so,
+   * keeping its code. Any other error is returned as it is.
+   */
+  explain(err: unknown): unknown {
+    const target = describeJetStreamTarget(this.settings());
+    // a publish goes to its subject, not through the API: a domain cannot be why nobody stored it
+    const isPublish = err instanceof CliError && err.code === "PUBLISH_FAILED";
+    if (target === undefined || !(err instanceof Error) || isPublish || !unanswered(err)) return err;
+    const code = err instanceof ConsumerGroupError || err instanceof CliError ? err.code : "SERVER_ERROR";
+    return new CliError(code, `${err.message}; nothing answers the JetStream API at ${target}: check the domain or prefix (the server's own is in "nats account info")`, { cause: err });
+  }
+
   /** Questions on stdin. Prompts go to stdout, or to stderr in JSON mode (stdout is for the document). */
   get lines(): LineReader {
     this.reader ??= new LineReader(process.stdin, this.out.json ? process.stderr : process.stdout);
@@ -85,7 +101,17 @@ export async function withSession(cmd: Command, body: (session: Session) => Prom
   const session = Session.of(cmd);
   try {
     await body(session);
+  } catch (err) {
+    throw session.explain(err);
   } finally {
     await session.close();
   }
+}
+
+/** Whether an error, or one of its causes, is a JetStream request nobody answered. */
+function unanswered(err: Error): boolean {
+  for (let current: unknown = err, depth = 0; depth < 6 && current instanceof Error; depth++, current = current.cause) {
+    if (/jetstream is not enabled|no responders/i.test(current.message) || current.name === "NoRespondersError") return true;
+  }
+  return false;
 }

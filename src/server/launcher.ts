@@ -116,6 +116,8 @@ export interface ServerOptions {
   minVersion?: string;
   /** Extra nats-server config text appended to the generated file (auth, TLS, accounts…). */
   extraConfig?: string;
+  /** A JetStream domain for the server (`jetstream { domain }`). */
+  jetstreamDomain?: string;
   /** A server name, for logs and cluster identity. */
   name?: string;
   /** Cluster membership: this node's cluster port and the cluster's route ports. */
@@ -212,7 +214,7 @@ export class NatsServer {
       `server_name: ${JSON.stringify(options.name ?? `pcg-${port}`)}`,
       `listen: "127.0.0.1:${port}"`,
       `http: "127.0.0.1:${monitorPort}"`,
-      `jetstream { store_dir: ${JSON.stringify(storeDir)}, max_memory_store: 512MB, max_file_store: 8GB }`,
+      `jetstream { store_dir: ${JSON.stringify(storeDir)}, max_memory_store: 512MB, max_file_store: 8GB${options.jetstreamDomain ? `, domain: ${JSON.stringify(options.jetstreamDomain)}` : ""} }`,
     ];
     if (options.cluster) {
       const routes = options.cluster.routes.map((p) => `"nats-route://127.0.0.1:${p}"`).join(", ");

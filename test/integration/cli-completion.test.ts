@@ -83,7 +83,7 @@ describe("cli completion", () => {
     assert.deepEqual(c.get("cg -s nats://127.0.0.1:4222 --json elastic cm "), [], "a leaf command offers no more commands (files, by -o default)");
     assert.deepEqual(c.get("cg elastic consume --metrics-"), ["--metrics-port", "--metrics-host"]);
     assert.deepEqual(c.get("cg static join orders billing m1 --sl"), ["--sleep"], "an alias gets its command's flags, and the flavour's");
-    assert.deepEqual(c.get("cg --js"), ["--json"]);
+    assert.deepEqual(c.get("cg --js"), ["--json", "--js-domain", "--js-api-prefix"]);
     assert.deepEqual(c.get("cg completion "), ["bash", "zsh", "fish"]);
     assert.deepEqual(c.get("cg static nosuch "), ["prompt", "ls", "list", "info", "create", "delete", "rm", "member-info", "memberinfo", "minfo", "step-down", "stepdown", "sd", "consume", "join", "repartition", "describe", "top"], "an unknown word does not move the path");
   });

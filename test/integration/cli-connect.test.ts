@@ -84,6 +84,6 @@ describe("cli connect", () => {
     await ok(["--context", "stale"], { XDG_CONFIG_HOME: stale, NATS_URL: server.url });
     const refused = await runCg(["--context", "stale", "static", "ls", "orders"], { env: { XDG_CONFIG_HOME: stale } });
     assert.equal(refused.code, 1);
-    assert.match(refused.stderr, /\(context "stale"\)/);
+    assert.match(refused.stderr, /\(from context "stale"\)/);
   });
 });

@@ -73,11 +73,11 @@ describe("cli pure", () => {
     const xdg = await mkdtemp(join(tmpdir(), "cg-pure-"));
     try {
       const base = { XDG_CONFIG_HOME: xdg };
-      assert.deepEqual(resolveConnection({}, base), { servers: [DEFAULT_SERVER], timeoutMs: 5000 });
+      assert.deepEqual(resolveConnection({}, base), { servers: [DEFAULT_SERVER], timeoutMs: 5000, serverSource: "default" });
       await mkdir(join(xdg, "nats", "context"), { recursive: true });
       await writeFile(join(xdg, "nats", "context", "c.json"), JSON.stringify({ url: "nats://ctx:4222", user: "cu", password: "cp", creds: "~/x.creds", jetstream_domain: "hub" }));
       const fromContext = resolveConnection({ context: "c" }, { ...base, HOME: "/home/me" });
-      assert.deepEqual(fromContext, { servers: ["nats://ctx:4222"], timeoutMs: 5000, user: "cu", password: "cp", creds: "/home/me/x.creds", jsDomain: "hub", context: "c" });
+      assert.deepEqual(fromContext, { servers: ["nats://ctx:4222"], timeoutMs: 5000, serverSource: "context", authSource: "context", user: "cu", password: "cp", creds: "/home/me/x.creds", jsDomain: "hub", jsSource: "context", context: "c" });
       const fromEnv = resolveConnection({ context: "c" }, { ...base, NATS_URL: "nats://a:1,nats://b:2", NATS_USER: "eu", NATS_TIMEOUT: "2s" });
       assert.deepEqual(fromEnv.servers, ["nats://a:1", "nats://b:2"]);
       assert.equal(fromEnv.user, "eu");
@@ -87,6 +87,9 @@ describe("cli pure", () => {
       assert.deepEqual(fromFlags.servers, ["nats://f:3"]);
       assert.equal(fromFlags.user, "fu");
       assert.equal(fromFlags.timeoutMs, 750);
+      // a flag's API prefix replaces the context's domain, and errors blame the flag
+      const prefixFlag = resolveConnection({ context: "c", jsApiPrefix: "$JS.x.API" }, base);
+      assert.deepEqual([prefixFlag.jsDomain, prefixFlag.jsApiPrefix, prefixFlag.jsSource], [undefined, "$JS.x.API", "flag"]);
       await writeFile(join(xdg, "nats", "context.txt"), "c\n");
       assert.equal(resolveConnection({}, base).context, "c", "the selected context");
       assert.throws(() => resolveConnection({ timeout: "later" }, base), UsageError);

@@ -12,6 +12,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import { addMembers, createElastic, deleteElastic, partitionOf } from "../../index.js";
 import { NatsServer } from "../../server/launcher.js";
+import { redactUrls } from "../redact.js";
 import { checkDelivery, type DeliveryReport, type HandledRecord } from "./delivery-check.js";
 
 /** Demo settings. */
@@ -73,7 +74,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const js = jetstream(nc);
     const jsm = await jetstreamManager(nc);
     const serverVersion = nc.info?.version ?? "unknown";
-    log(`1. ${embedded ? `started an embedded nats-server ${serverVersion} on ${url}` : `using nats-server ${serverVersion} at ${url}`}`);
+    log(`1. ${embedded ? `started an embedded nats-server ${serverVersion} on ${url}` : `using nats-server ${serverVersion} at ${redactUrls(url)}`}`);
 
     await jsm.streams.add({ name: stream, subjects: [`${stream}.>`], storage: "file" });
     await createElastic(js, { stream, group, maxMembers: 8, partitioningFilters: [{ filter: `${stream}.*.*`, partitioning_wildcards: [1] }] });
