@@ -111,7 +111,7 @@ export type { RepartitionPhase, RepartitionRecord } from "./core/repartition.js"
 // --- permissions ----------------------------------------------------------------
 export { INBOX_ROOT, PERMISSION_ROLES, groupPermissions, inboxPrefixFor } from "./core/permissions.js";
 export type { PermissionRequest, PermissionRole, PermissionSet } from "./core/permissions.js";
-export { defaultUserName, nscCommand, serverConfigBlock } from "./core/permissions-text.js";
+export { defaultUserName, nscCommand, serverConfigBlock, userConfigEntry } from "./core/permissions-text.js";
 export type { UserText } from "./core/permissions-text.js";
 
 // --- observability --------------------------------------------------------------

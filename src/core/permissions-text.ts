@@ -21,18 +21,17 @@ export function defaultUserName(set: PermissionSet): string {
 const quoted = (s: string): string => JSON.stringify(s);
 
 /**
- * The nats-server config block of one user restricted to `set`, with the inbox
- * prefix the user must connect with as a comment.
+ * One user entry of a nats-server `users: [...]` list restricted to `set`, preceded by
+ * a comment naming the inbox prefix the user must connect with. Several entries go in
+ * one `authorization` block (or an account's `users`).
  *
  * @param set - the permission set
  * @param text - the user's name and password placeholder
  */
-export function serverConfigBlock(set: PermissionSet, text: UserText = {}): string {
+export function userConfigEntry(set: PermissionSet, text: UserText = {}): string {
   const user = text.user ?? defaultUserName(set);
   const list = (subjects: readonly string[]): string => subjects.map((s) => `          ${quoted(s)}`).join("\n");
-  const lines = [
-    "authorization {",
-    "  users: [",
+  return [
     `    # ${set.kind} ${set.role} of ${set.stream}.${set.group}: connect with inboxPrefix ${quoted(set.inboxPrefix)}`,
     `    { user: ${quoted(user)}, password: ${quoted(text.password ?? "<password>")}, permissions: {`,
     "        publish: { allow: [",
@@ -43,10 +42,18 @@ export function serverConfigBlock(set: PermissionSet, text: UserText = {}): stri
     "        ] }",
     ...(set.allowResponses ? ["        allow_responses: true"] : []),
     "    } }",
-    "  ]",
-    "}",
-  ];
-  return `${lines.join("\n")}\n`;
+  ].join("\n");
+}
+
+/**
+ * The nats-server config block of one user restricted to `set`: an `authorization`
+ * block holding {@link userConfigEntry}.
+ *
+ * @param set - the permission set
+ * @param text - the user's name and password placeholder
+ */
+export function serverConfigBlock(set: PermissionSet, text: UserText = {}): string {
+  return `${["authorization {", "  users: [", userConfigEntry(set, text), "  ]", "}"].join("\n")}\n`;
 }
 
 /**
