@@ -34,7 +34,7 @@ describe("cli permissions", () => {
     for (const text of ["inbox prefix _INBOX_PCG.orders.billing.viewer.dash", 'user: "dashboard"', "nsc add user --name 'dashboard'", "--allow-sub '_INBOX_PCG.orders.billing.viewer.dash.>'", "not narrowed to this group"]) {
       assert.ok(r.stdout.includes(text), `lacks ${text}:\n${r.stdout}`);
     }
-    assert.ok(!r.stdout.includes("$KV.static-consumer-groups.orders.billing\""), "a viewer writes no config");
+    assert.ok(!r.stdout.includes('"$KV.static-consumer-groups.'), "a viewer writes no config");
   });
 
   test("cli permissions - an elastic admin narrowed to one group", async () => {

@@ -16,8 +16,15 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import {
   ELASTIC_BUCKET,
   addMembers,
+  STATIC_BUCKET,
   createElastic,
+  createStatic,
   deleteElastic,
+  deleteStatic,
+  getStaticConsumerGroupConfig,
+  listStaticActiveMembers,
+  staticConsume,
+  staticMemberStepDown,
   deleteMembers,
   describeGroup,
   elasticConsume,
@@ -30,10 +37,11 @@ import {
   type ConsumerGroupMember,
   type PermissionSet,
 } from "../../src/index.js";
+import { isPermissionError } from "../../src/nats/server-errors.js";
 import { NatsServer, waitFor, type Client } from "../helpers/nats.js";
 import { recordStatus } from "../helpers/static-fixtures.js";
 import { thrownBy } from "../helpers/security-state.js";
-import { memberPermissions, userEntry } from "../helpers/security-perms.js";
+import { memberPermissions, userEntry, type Permissions } from "../helpers/security-perms.js";
 
 const S = "orders";
 const A = "A";
@@ -48,11 +56,13 @@ const SETS = {
   viewerA: groupPermissions({ kind: "elastic", role: "viewer", stream: S, group: A }),
   adminA: groupPermissions({ kind: "elastic", role: "admin", stream: S, group: A }),
 } satisfies Record<string, PermissionSet>;
-/** The member lists docs/permissions.md gave before (one `_INBOX.>` for everyone, the bucket's MSG.GET and CONSUMER.DELETE): today's B member, and an attacker of A. */
-const OLD = {
-  oldB: memberPermissions({ kind: "elastic", stream: S, group: B, member: "b1" }),
-  oldA: memberPermissions({ kind: "elastic", stream: S, group: A, member: "m1" }),
+/** The member list docs/permissions.md gave before: the documented member list with `_INBOX.>`, plus the bucket's MSG.GET and CONSUMER.DELETE it listed then. */
+const oldMember = (group: string, member: string): Permissions => {
+  const documented = memberPermissions({ kind: "elastic", stream: S, group, member });
+  return { ...documented, publish: [...documented.publish, `$JS.API.STREAM.MSG.GET.${KV_STREAM}`, `$JS.API.CONSUMER.DELETE.${KV_STREAM}.*`] };
 };
+/** Old lists: today's B member (default inbox), and an attacker of A. */
+const OLD = { oldB: oldMember(B, "b1"), oldA: oldMember(A, "m1") };
 
 /** Every permission violation a connection reports on its status, from now on. */
 function violations(nc: NatsConnection): { list: string[]; stop(): void } {
@@ -68,8 +78,8 @@ function violations(nc: NatsConnection): { list: string[]; stop(): void } {
 async function assertDenied(fn: () => unknown, what: string): Promise<void> {
   const err = await thrownBy(fn);
   assert.ok(err !== undefined, `${what}: expected a permission error, it succeeded`);
-  const text = `${String(err)} ${(err as { code?: string }).code ?? ""} ${String((err as { cause?: unknown }).cause ?? "")}`;
-  assert.match(text, /permission|PERMISSION_DENIED/i, `${what}: ${text}`);
+  const code = (err as { code?: unknown }).code;
+  assert.ok(code === "PERMISSION_DENIED" || isPermissionError(err), `${what}: ${err instanceof Error ? err.message : JSON.stringify(err)}`);
 }
 
 /** Subscribes to `subject` and returns what arrives, with whether the server refused the subscription. */
@@ -236,6 +246,8 @@ describe("group isolation - generated permission sets", () => {
     await waitFor(() => handledB.length >= before + 50, 60_000, "B's member to handle 50 messages");
     const bPayloads = (t: { got: { reply: string; data: string }[] }): number => new Set(t.got.filter((m) => m.reply.startsWith(`$JS.ACK.${S}-${B}.`) && m.data.startsWith("secret-")).map((m) => m.data)).size;
     await waitFor(() => taps.member.denied() && taps.memberB.denied() && taps.viewer.denied(), 10_000, "the server to refuse the subscriptions");
+    // (a delivery reaches the tap and B's member at the same time; give the tap's last ones a moment)
+    await waitFor(() => bPayloads(taps.old) === 50, 10_000, "the old list's tap to see B's 50 payloads").catch(() => undefined);
     console.log(`# B's payloads read: old member list ${bPayloads(taps.old)}/50, generated member ${bPayloads(taps.member)}/50, generated viewer ${bPayloads(taps.viewer)}/50`);
     assert.equal(bPayloads(taps.member), 0);
     assert.equal(bPayloads(taps.memberB), 0);
@@ -297,5 +309,93 @@ describe("group isolation - generated permission sets", () => {
     const late = await waitFor(() => b1Status.events.slice(from).find((e) => e.type === "partitions_changed" && e.partitions.length === 4), 120_000, "b1 to follow the change");
     console.log(`# B followed a change after ${promptMs} ms with its watch, and ${late.at - changed} ms after the old list deleted it (${learned})`);
     assert.ok(late.at - changed > promptMs, "the deleted watch delayed B");
+  });
+});
+
+/** Two static groups SA and SB on one partitioned stream: a member, a viewer and an admin of SA. */
+describe("group isolation - generated permission sets, static groups", () => {
+  const SS = "ledger";
+  const SA = "SA";
+  const SB = "SB";
+  const SKV = `KV_${STATIC_BUCKET}`;
+  const skey = (group: string): string => `$KV.${STATIC_BUCKET}.${SS}.${group}`;
+  const STATIC_SETS = {
+    smember: groupPermissions({ kind: "static", role: "member", stream: SS, group: SA, member: "m1" }),
+    sviewer: groupPermissions({ kind: "static", role: "viewer", stream: SS, group: SA, members: ["m1"] }),
+    sadmin: groupPermissions({ kind: "static", role: "admin", stream: SS, group: SA, members: ["m1"] }),
+  } satisfies Record<string, PermissionSet>;
+  let server: NatsServer;
+  const clients: Client[] = [];
+  const running: ConsumerGroupMember[] = [];
+  let root: Client;
+  const as = async (user: keyof typeof STATIC_SETS | "root"): Promise<Client> => {
+    const inboxPrefix = user === "root" ? undefined : STATIC_SETS[user].inboxPrefix;
+    const nc = await connect({ servers: server.url, user, pass: `${user}-pw`, ...(inboxPrefix ? { inboxPrefix } : {}) });
+    const c: Client = { nc, js: jetstream(nc), jsm: await jetstreamManager(nc, { checkAPI: false }) };
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    const generated = Object.entries(STATIC_SETS).map(([user, set]) => userConfigEntry(set, { user, password: `${user}-pw` }));
+    server = await NatsServer.start({ extraConfig: ["authorization {", "  users: [", `    ${userEntry("root", "root-pw")}`, ...generated, "  ]", "}"].join("\n") });
+    root = await as("root");
+    await root.jsm.streams.add({ name: SS, subjects: [`${SS}.*`], subject_transform: { src: `${SS}.*`, dest: `{{partition(2,1)}}.${SS}.{{wildcard(1)}}` } });
+    for (const g of [SA, SB]) await createStatic(root.js, { stream: SS, group: g, maxMembers: 2, members: ["m1"] });
+  });
+
+  after(async () => {
+    await Promise.allSettled(running.splice(0).map((m) => m.stop()));
+    await Promise.allSettled(clients.map((c) => c.nc.close()));
+    await server?.stop();
+  });
+
+  test("group isolation - a static member of SA consumes with its own inbox prefix, and reaches nothing of SB", { timeout: TIMEOUT }, async () => {
+    const member = await as("smember");
+    const seen = violations(member.nc);
+    const handled: string[] = [];
+    const m1 = await staticConsume(member.js, { stream: SS, group: SA, member: "m1", consumerConfig: { ack_wait: ACK_WAIT }, handler: (m) => void handled.push(m.subject) });
+    running.push(m1);
+    for (let i = 0; i < 10; i++) await root.js.publish(`${SS}.k${i}`, String(i));
+    await waitFor(() => handled.length >= 10, 60_000, "m1 (both partitions) to handle 10 messages");
+    assert.deepEqual(seen.list, [], "no permission violation on the member's connection");
+    seen.stop();
+    await assertDenied(() => member.jsm.streams.getMessage(SKV, { last_by_subj: skey(SB) }), "MSG.GET of SB's key");
+    await assertDenied(() => member.jsm.direct.getMessage(SKV, { last_by_subj: skey(SB) }), "direct get of SB's key");
+    await assertDenied(() => member.jsm.consumers.delete(SS, `${SB}-m1`), "delete SB's durable");
+    await assertDenied(() => member.jsm.consumers.delete(SS, `${SA}-m2`), "delete another member's durable");
+    const kv = await new Kvm(member.js).open(STATIC_BUCKET);
+    await assertDenied(() => kv.put(`${SS}.${SA}`, "{}"), "put SA's config");
+    await assertDenied(() => deleteStatic(member.js, SS, SA), "delete SA");
+    const tapped = await tap(member, "_INBOX.>");
+    await waitFor(() => tapped.denied(), 10_000, "the server to refuse _INBOX.>");
+    tapped.stop();
+  });
+
+  test("group isolation - a static viewer of SA reads SA and changes nothing", { timeout: TIMEOUT }, async () => {
+    const viewer = await as("sviewer");
+    assert.deepEqual((await getStaticConsumerGroupConfig(viewer.js, SS, SA)).members, ["m1"]);
+    assert.deepEqual(await listStaticActiveMembers(viewer.js, SS, SA), ["m1"]);
+    assert.equal((await describeGroup(viewer.js, "static", SS, SA)).group, SA);
+    await assertDenied(() => getStaticConsumerGroupConfig(viewer.js, SS, SB), "read SB's config");
+    const kv = await new Kvm(viewer.js).open(STATIC_BUCKET);
+    await assertDenied(() => kv.put(`${SS}.${SA}`, "{}"), "put SA's config");
+    await assertDenied(() => deleteStatic(viewer.js, SS, SA), "delete SA");
+    await assertDenied(() => staticMemberStepDown(viewer.js, SS, SA, "m1"), "step m1 down");
+    await assertDenied(() => viewer.jsm.consumers.delete(SS, `${SA}-m1`), "delete m1's durable");
+  });
+
+  test("group isolation - a static admin of SA steps its member down and deletes SA, and cannot touch SB", { timeout: TIMEOUT }, async () => {
+    const admin = await as("sadmin");
+    await assertDenied(() => getStaticConsumerGroupConfig(admin.js, SS, SB), "read SB's config");
+    await assertDenied(() => deleteStatic(admin.js, SS, SB), "delete SB");
+    await assertDenied(() => admin.jsm.consumers.delete(SS, `${SB}-m1`), "delete SB's durable");
+    await waitFor(async () => (await listStaticActiveMembers(admin.js, SS, SA)).includes("m1"), 30_000, "m1 active");
+    await staticMemberStepDown(admin.js, SS, SA, "m1");
+    assert.equal((await describeGroup(admin.js, "static", SS, SA)).group, SA);
+    await deleteStatic(admin.js, SS, SA);
+    const gone = await thrownBy(() => getStaticConsumerGroupConfig(admin.js, SS, SA));
+    assert.equal((gone as { code?: string }).code, "GROUP_NOT_FOUND", "SA is gone");
+    assert.ok((await getStaticConsumerGroupConfig(root.js, SS, SB)).members?.includes("m1"), "SB untouched");
   });
 });

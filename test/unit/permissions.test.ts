@@ -5,6 +5,7 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { permissionViolation } from "../../src/nats/server-errors.js";
 import { ConsumerGroupError, groupPermissions, inboxPrefixFor, nscCommand, serverConfigBlock, type PermissionRequest } from "../../src/index.js";
 
 const elasticMember = (extra: Partial<PermissionRequest> = {}) =>
@@ -44,6 +45,15 @@ describe("permissions - inbox prefixes", () => {
     assert.equal(allows(set.subscribe, "_INBOX_PCG.orders.B.member.m1.x"), false);
     assert.equal(allows(set.subscribe, "_INBOX_PCG.orders.A.member.m2.x"), false);
     assert.equal(set.allowResponses, true);
+  });
+});
+
+describe("permissions - a refused inbox names the principal's prefix to grant", () => {
+  test("permissions - a refused subscription under a generated prefix suggests that prefix, not the root", () => {
+    const refused = (subject: string) => permissionViolation(new Error(`Permissions Violation for Subscription to "${subject}"`))?.grant;
+    assert.equal(refused("_INBOX_PCG.orders.A.member.m1.Xy12"), "_INBOX_PCG.orders.A.member.m1.>");
+    assert.equal(refused("_INBOX_PCG.orders.A.admin.default.pcg-repartition.abc"), "_INBOX_PCG.orders.A.admin.default.>");
+    assert.equal(refused("_INBOX.Xy12"), "_INBOX.>");
   });
 });
 
