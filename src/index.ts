@@ -108,6 +108,12 @@ export { feedingPartitions, splitStoredSubject, TRANSITION_TOKEN } from "./core/
 export { MAX_PARTITIONS } from "./core/limits.js";
 export type { RepartitionPhase, RepartitionRecord } from "./core/repartition.js";
 
+// --- permissions ----------------------------------------------------------------
+export { INBOX_ROOT, PERMISSION_ROLES, groupPermissions, inboxPrefixFor } from "./core/permissions.js";
+export type { PermissionRequest, PermissionRole, PermissionSet } from "./core/permissions.js";
+export { defaultUserName, nscCommand, serverConfigBlock, userConfigEntry } from "./core/permissions-text.js";
+export type { UserText } from "./core/permissions-text.js";
+
 // --- observability --------------------------------------------------------------
 export { describeGroup } from "./observe/describe.js";
 export type { DescribeOptions, GroupDescription, MemberDescription, PartitionDescription } from "./observe/describe.js";

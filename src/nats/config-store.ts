@@ -54,8 +54,9 @@ export interface StoredConfig<C> {
  */
 export async function openConfigBucket(js: JetStreamClient, jsm: JetStreamManager, kind: GroupKind): Promise<KV> {
   const bucket = bucketName(kind);
+  let direct: boolean;
   try {
-    await jsm.streams.info(`KV_${bucket}`);
+    direct = (await jsm.streams.info(`KV_${bucket}`)).config.allow_direct === true;
   } catch (err) {
     if (apiErrorCode(err) === ApiCode.StreamNotFound) {
       throw new ConsumerGroupError("BUCKET_NOT_FOUND", `the ${kind} consumer group KV bucket "${bucket}" doesn't exist: no ${kind} group was ever created on this account (create one first)`, {
@@ -64,7 +65,10 @@ export async function openConfigBucket(js: JetStreamClient, jsm: JetStreamManage
     }
     throw wrapServerError(err, `looking up the KV bucket "${bucket}"`);
   }
-  return new Kvm(js).open(bucket);
+  // nats.js binds a bucket for STREAM.MSG.GET reads unless told it allows direct gets. Reading by direct get
+  // (as nats.go does) lets a principal's permissions name the one key it reads:
+  // $JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<stream>.<group>; MSG.GET names no key, so it reads every group's.
+  return new Kvm(js).open(bucket, { allow_direct: direct });
 }
 
 /**

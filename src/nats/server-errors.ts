@@ -62,6 +62,8 @@ const VIOLATION_TEXT = /Permissions Violation for (Publish|Subscription) to "([^
  */
 function grantFor(subject: string): string {
   const tokens = subject.split(".");
+  // A per-principal prefix of `groupPermissions` (`_INBOX_PCG.<stream>.<group>.<role>.<name>`): grant that one, not the root.
+  if (tokens[0] === "_INBOX_PCG" && tokens.length > 5) return `${tokens.slice(0, 5).join(".")}.>`;
   if (tokens[0]?.startsWith("_INBOX")) return `${tokens[0]}.>`;
   if (tokens[0] === "$JS" && tokens[1] === "API" && tokens[2] === "CONSUMER" && tokens[5]?.startsWith("oc_")) {
     return [...tokens.slice(0, 5), "*", ...tokens.slice(6)].join(".");

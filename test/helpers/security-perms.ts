@@ -21,19 +21,18 @@ export interface GroupScope {
   group: string;
 }
 
-/** Reading one group's config and following it (every member, and admins reading it). */
+/** Reading one group's config and following it (every member, and admins reading it). `groupPermissions` narrows the same way. */
 function configReader(kind: GroupKind, stream: string, group: string): string[] {
   const bucket = kind === "static" ? STATIC_BUCKET : ELASTIC_BUCKET;
   const key = `$KV.${bucket}.${stream}.${group}`;
   return [
     `$JS.API.STREAM.INFO.KV_${bucket}`,
-    // KV get: STREAM.MSG.GET or DIRECT.GET, depending on how nats.js bound the bucket
-    `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+    // KV get: by direct get (the library binds a bucket that allows them for direct gets), so one key only
     `$JS.API.DIRECT.GET.KV_${bucket}.${key}`,
-    // the config watch: an ordered push consumer filtered on the group's key, its info/delete on recovery, flow control
+    // the config watch: an ordered push consumer filtered on the group's key, its info on recovery, flow control
+    // (no CONSUMER.DELETE: nats.js ignores a refused delete of the old consumer when it resets the watch)
     `$JS.API.CONSUMER.CREATE.KV_${bucket}.*.${key}`,
     `$JS.API.CONSUMER.INFO.KV_${bucket}.*`,
-    `$JS.API.CONSUMER.DELETE.KV_${bucket}.*`,
     `$JS.FC.KV_${bucket}.>`,
   ];
 }

@@ -85,7 +85,7 @@ describe("cli completion", () => {
     assert.deepEqual(c.get("cg static join orders billing m1 --sl"), ["--sleep"], "an alias gets its command's flags, and the flavour's");
     assert.deepEqual(c.get("cg --js"), ["--json", "--js-domain", "--js-api-prefix"]);
     assert.deepEqual(c.get("cg completion "), ["bash", "zsh", "fish"]);
-    assert.deepEqual(c.get("cg static nosuch "), ["prompt", "ls", "list", "info", "create", "delete", "rm", "member-info", "memberinfo", "minfo", "step-down", "stepdown", "sd", "consume", "join", "repartition", "describe", "top"], "an unknown word does not move the path");
+    assert.deepEqual(c.get("cg static nosuch "), ["prompt", "ls", "list", "info", "create", "delete", "rm", "member-info", "memberinfo", "minfo", "step-down", "stepdown", "sd", "consume", "join", "repartition", "describe", "top", "permissions"], "an unknown word does not move the path");
   });
 
   test("cli completion - every command of the table, with its aliases, is completed under each flavour", async () => {

@@ -12,6 +12,7 @@ import { demoCommand } from "./demo.js";
 import { describeCommand } from "./describe.js";
 import { lagCommand } from "./lag.js";
 import { parkCommand } from "./park.js";
+import { permissionsCommand } from "./permissions.js";
 import { repartitionCommand } from "./repartition.js";
 import { addCommand as elasticAddCommand, createMappingCommand, deleteMappingCommand, dropCommand, elasticCreateCommand } from "./elastic.js";
 import { runPrompt } from "./prompt.js";
@@ -54,6 +55,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   describeCommand,
   lagCommand,
   topCommand,
+  permissionsCommand,
   pubCommand,
   demoCommand,
   completionCommand,

@@ -8,6 +8,7 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { ConsumerGroupError } from "../../core/errors.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../../nats/server-errors.js";
+import { inboxPrefixOf } from "../../nats/client-seam.js";
 
 /** What the lock records. */
 export interface RepartitionLock {
@@ -136,7 +137,8 @@ function isWrongRevision(err: unknown): boolean {
 export async function takeLock(kv: KV, nc: NatsConnection, stream: string, group: string, lock: RepartitionLock, isStale: (held: RepartitionLock) => boolean): Promise<LockHandle> {
   const key = lockKey(stream, group);
   const owner = Math.random().toString(36).slice(2, 12) + Date.now().toString(36);
-  const inbox = `_INBOX.pcg-repartition.${owner}`;
+  // Under the connection's inbox prefix: a principal limited to its own prefix can subscribe there.
+  const inbox = `${inboxPrefixOf(nc) ?? "_INBOX"}.pcg-repartition.${owner}`;
   const presence = nc.subscribe(inbox, { callback: (_err, msg) => void msg.respond("alive") });
   const mine = (base: RepartitionLock): RepartitionLock => ({ from: base.from, to: base.to, started: base.started, owner, heartbeat: new Date().toISOString(), inbox });
   const handle = async (taken: RepartitionLock, revision: Promise<number>): Promise<LockHandle> => new LockHandle(kv, key, taken, await revision, presence);
