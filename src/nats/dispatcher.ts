@@ -787,10 +787,11 @@ export class Dispatcher {
       // Stopped or starved past AckWait during the attempt: the server may have given the message
       // to another instance, which reads the count just written. Settling it here would terminate it
       // under that instance and delete its count (autoscale soak seeds 505 and 13: dead-lettered
-      // twice, 5 and 6 attempts). With the pin moved it is left to the server's redelivery; while
+      // twice, 5 and 6 attempts). With the pin moved, or while draining (the partition may have
+      // another owner already: review finding), it is left to the server's redelivery; while
       // fenced (the pin not yet known), the decision waits for the fence.
-      if (this.yielding) return this.leaveToNewOwner(lane, msg);
-      if (!this.stopping && this.policy.mayStart && !this.policy.mayStart()) {
+      if (this.yielding || this.stopping) return this.leaveToNewOwner(lane, msg);
+      if (this.policy.mayStart && !this.policy.mayStart()) {
         msg.deferredFailure = { error, runs };
         this.retries.push(lane);
         return this.fenceWait();
@@ -841,7 +842,7 @@ export class Dispatcher {
     this.backOff(lane, msg, retry.backoffMs(msg.attempts));
   }
 
-  /** A failed message the newly pinned instance has (see afterFailure): neither settled nor given back here. */
+  /** A failed message the newly pinned instance, or the partition's next owner, has (see afterFailure): neither settled nor given back here. */
   private leaveToNewOwner(lane: Lane, msg: LaneMessage): void {
     msg.deferredFailure = undefined;
     const pending = msg.pendingRelease;

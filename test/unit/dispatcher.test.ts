@@ -1783,3 +1783,41 @@ describe("dispatcher - a failure after an AckWait lapse while fenced (no server)
     });
   }
 });
+
+describe("dispatcher - a drain that outlasts AckWait during the last attempt (no server)", () => {
+  test("dispatcher - the member is removed while its last allowed attempt runs, then the process stalls past AckWait: the failure is counted and left to the partition's next owner, not dead-lettered here (review finding: dead-lettered twice, 5 starts without exactAttempts)", async () => {
+    const counter = new MemoryCounter();
+    const letters: string[] = [];
+    const deadLetter: DeadLetter = {
+      subject: "dlq",
+      idPrefix: "p",
+      publish: (_s, _p, _h, id) => {
+        letters.push(id);
+        return Promise.resolve();
+      },
+    };
+    const { events, log } = recorder();
+    let release!: () => void;
+    const running = new Promise<void>((r) => (release = r));
+    const d = new Dispatcher(
+      async () => {
+        await running;
+        const until = performance.now() + 250; // SIGSTOP: no beat for more than AckWait (100 ms)
+        while (performance.now() < until);
+        throw new Error("poison");
+      },
+      policy({ workingIntervalMs: 50, retry: { maxDeliver: 1, backoffMs: () => 1, attempts: counter, deadLetter } }),
+      events,
+    );
+    const m = delivery(5, "a");
+    d.push(m.js);
+    await sleep(20);
+    const drained = d.drain(5000); // the member was removed: its partitions go to another member
+    release();
+    assert.equal(await drained, true);
+    assert.equal(log.errors.length, 1);
+    assert.deepEqual(letters, [], "not dead-lettered by the draining instance");
+    assert.deepEqual(m.calls.filter((c) => c !== "working"), [], "neither terminated nor nak'ed");
+    assert.equal(counter.counts.get(5), 1, "its failure is counted, for the next owner");
+  });
+});
