@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import type { AssignmentPolicy } from "../../core/auto-membership.js";
 import { ConsumerGroupError } from "../../core/errors.js";
 import { assertValidName } from "../../core/names.js";
+import { optionsObject, quoted } from "../../core/option-checks.js";
 
 /** Auto-join settings of {@link ElasticConsumeOptions.autoJoin}. */
 export interface AutoJoinOptions {
@@ -37,7 +38,7 @@ const MAX_TIMER_MS = 2_147_483_647;
 /** The longest settle period accepted. */
 const MAX_SETTLE_MS = 600_000;
 /** The options `autoJoin` takes. */
-const AUTO_JOIN_KEYS = ["leaseTtlMs", "settleMs", "assignment"];
+const AUTO_JOIN_KEYS: readonly string[] = ["leaseTtlMs", "settleMs", "assignment"];
 const DEFAULT_SETTLE_MS = 3000;
 
 /**
@@ -49,18 +50,14 @@ const DEFAULT_SETTLE_MS = 3000;
 export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSettings | undefined {
   if (option === undefined || option === false) return undefined;
   if (option !== true && (typeof option !== "object" || option === null || Array.isArray(option))) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin must be true or an object { leaseTtlMs, settleMs, assignment }, got ${JSON.stringify(option)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin must be true or an object { ${AUTO_JOIN_KEYS.join(", ")} }, got ${quoted(option)}`);
   }
-  const given = option === true ? {} : (option as Record<string, unknown>);
-  const unknown = Object.keys(given).filter((k) => !AUTO_JOIN_KEYS.includes(k));
-  if (unknown.length > 0) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin has unknown option(s) ${unknown.map((k) => JSON.stringify(k)).join(", ")}: it takes ${AUTO_JOIN_KEYS.join(", ")}`);
-  }
-  const leaseTtlMs = given["leaseTtlMs"] ?? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs);
+  const given = option === true ? {} : optionsObject(option, "autoJoin", AUTO_JOIN_KEYS);
+  const leaseTtlMs = given["leaseTtlMs"] === undefined ? Math.max(DEFAULT_LEASE_TTL_MS, ackWaitMs) : given["leaseTtlMs"];
   if (typeof leaseTtlMs !== "number" || !Number.isFinite(leaseTtlMs) || leaseTtlMs < 1000 || leaseTtlMs > MAX_TIMER_MS) {
     throw new ConsumerGroupError(
       "INVALID_ARGUMENT",
-      `autoJoin.leaseTtlMs must be a number of ms from 1,000 (the server's TTLs are whole seconds) to ${MAX_TIMER_MS.toLocaleString("en")} (about 24.8 days, the longest timer), got ${JSON.stringify(given["leaseTtlMs"])}`,
+      `autoJoin.leaseTtlMs must be a number of ms from 1,000 (the server's TTLs are whole seconds) to ${MAX_TIMER_MS.toLocaleString("en")} (about 24.8 days, the longest timer), got ${quoted(given["leaseTtlMs"])}`,
     );
   }
   if (leaseTtlMs < ackWaitMs) {
@@ -69,13 +66,13 @@ export function resolveAutoJoin(option: unknown, ackWaitMs: number): AutoJoinSet
       `autoJoin.leaseTtlMs (${leaseTtlMs} ms) is below the consumer's AckWait (${ackWaitMs} ms): a member would leave the group while a message it holds is not yet due for redelivery, and its old consumer would still block the new owner; use a lease TTL of at least AckWait`,
     );
   }
-  const settleMs = given["settleMs"] ?? DEFAULT_SETTLE_MS;
+  const settleMs = given["settleMs"] === undefined ? DEFAULT_SETTLE_MS : given["settleMs"];
   if (typeof settleMs !== "number" || !Number.isFinite(settleMs) || settleMs < 0 || settleMs > MAX_SETTLE_MS) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a number of ms from 0 to ${MAX_SETTLE_MS.toLocaleString("en")} (10 minutes), got ${JSON.stringify(given["settleMs"])}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.settleMs must be a number of ms from 0 to ${MAX_SETTLE_MS.toLocaleString("en")} (10 minutes), got ${quoted(given["settleMs"])}`);
   }
   const assignment = given["assignment"] === undefined ? "balanced" : given["assignment"];
   if (assignment !== "balanced" && assignment !== "sticky") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${JSON.stringify(given["assignment"])}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `autoJoin.assignment must be "balanced" or "sticky", got ${quoted(given["assignment"])}`);
   }
   return { leaseTtlMs, settleMs, assignment };
 }
