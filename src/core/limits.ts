@@ -2,6 +2,7 @@
  * The largest partition count a group may have, and why.
  */
 import { ConsumerGroupError } from "./errors.js";
+import { quoted } from "./option-checks.js";
 
 /**
  * The largest partition count (`max_members`) a group may have. A member's consumer
@@ -20,7 +21,7 @@ export const MAX_PARTITIONS = 4096;
  */
 export function assertPartitionCount(count: unknown, what = "the max number of members"): asserts count is number {
   if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 1) {
-    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", `${what} must be >= 1 (got ${String(count)})`);
+    throw new ConsumerGroupError("INVALID_MAX_MEMBERS", `${what} must be >= 1 (got ${quoted(count)})`);
   }
   if (count > MAX_PARTITIONS) {
     throw new ConsumerGroupError(

@@ -4,6 +4,7 @@
  */
 import { ConsumerGroupError } from "./errors.js";
 import { assertPartitionCount } from "./limits.js";
+import { quoted } from "./option-checks.js";
 import { consumerNameProblem, elasticConsumerName, staticConsumerName } from "./names.js";
 import { filtersOverlap, parseFilter } from "./subjects.js";
 import type { ElasticConsumerGroupConfig, MemberMapping, PartitioningFilter, StaticConsumerGroupConfig } from "./types.js";
@@ -42,7 +43,7 @@ function validateMembership(
       if (!Number.isSafeInteger(p) || p < 0 || p >= maxMembers) {
         throw new ConsumerGroupError(
           "PARTITION_OUT_OF_RANGE",
-          `partition numbers must be between 0 and one less than the max number of members (got ${String(p)}, max members ${maxMembers})`,
+          `partition numbers must be between 0 and one less than the max number of members (got ${quoted(p)}, max members ${maxMembers})`,
         );
       }
       seenPartitions.add(p);
@@ -80,7 +81,7 @@ export function validatePartitioningFilter(pf: PartitioningFilter): void {
 }
 
 const filterError = (pf: PartitioningFilter, msg: string): never => {
-  throw new ConsumerGroupError("INVALID_PARTITIONING_FILTER", `${msg} (filter "${pf.filter}")`);
+  throw new ConsumerGroupError("INVALID_PARTITIONING_FILTER", `${msg} (filter ${quoted(pf.filter)})`);
 };
 
 /** Go's per-filter checks, in Go's order. */

@@ -11,6 +11,7 @@ import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames, assertValidName, elasticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, PartitioningFilter } from "../core/types.js";
 import { validateElasticConfig } from "../core/validation.js";
+import { optionsObject, quoted } from "../core/option-checks.js";
 import { ELASTIC, createConfig, deleteConfig, ensureConfigBucket, listGroupNames, openConfigBucket, readConfig, readConfigIfAny } from "../nats/config-store.js";
 import { MIN_SERVER, MIN_SERVER_WHOLE_SUBJECT, consumerNames, managerOf, requireServer, streamExists, streamInfo, unpinMember } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
@@ -36,6 +37,19 @@ export interface CreateElasticOptions {
   maxBufferedBytes?: number;
 }
 
+/** The keys of {@link CreateElasticOptions}. */
+const CREATE_ELASTIC_KEYS: readonly string[] = Object.keys({
+  stream: true,
+  group: true,
+  maxMembers: true,
+  partitioningFilters: true,
+  maxBufferedMsgs: true,
+  maxBufferedBytes: true,
+} satisfies Record<keyof CreateElasticOptions, true>);
+
+/** The keys of a {@link PartitioningFilter}. */
+const FILTER_KEYS: readonly string[] = Object.keys({ filter: true, partitioning_wildcards: true } satisfies Record<keyof PartitioningFilter, true>);
+
 function buildConfig(options: CreateElasticOptions): ElasticConsumerGroupConfig {
   const { maxMembers, partitioningFilters, maxBufferedMsgs, maxBufferedBytes } = options;
   if (partitioningFilters !== undefined && partitioningFilters !== null && !Array.isArray(partitioningFilters)) {
@@ -43,7 +57,7 @@ function buildConfig(options: CreateElasticOptions): ElasticConsumerGroupConfig 
   }
   for (const [name, value] of [["maxBufferedMsgs", maxBufferedMsgs], ["maxBufferedBytes", maxBufferedBytes]] as const) {
     if (value !== undefined && (!Number.isSafeInteger(value) || value < -1)) {
-      throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be an integer >= -1 (0 or -1: no cap), got ${String(value)}`);
+      throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be an integer >= -1 (0 or -1: no cap), got ${quoted(value)}`);
     }
   }
   const config: ElasticConsumerGroupConfig = {
@@ -52,10 +66,10 @@ function buildConfig(options: CreateElasticOptions): ElasticConsumerGroupConfig 
       partitioningFilters === undefined || partitioningFilters === null
         ? null
         : partitioningFilters.map((f) => {
-            if (!f || typeof f !== "object") throw new ConsumerGroupError("INVALID_ARGUMENT", `each partitioning filter must be { filter, partitioning_wildcards }, got ${JSON.stringify(f)}`);
+            optionsObject(f, "each partitioning filter", FILTER_KEYS);
             const wildcards = f.partitioning_wildcards;
             if (wildcards !== null && wildcards !== undefined && !Array.isArray(wildcards)) {
-              throw new ConsumerGroupError("INVALID_ARGUMENT", `partitioning_wildcards of "${f.filter}" must be an array of 1-based indexes`);
+              throw new ConsumerGroupError("INVALID_ARGUMENT", `partitioning_wildcards of ${quoted(f.filter)} must be an array of 1-based indexes, got ${quoted(wildcards)}`);
             }
             return { filter: f.filter, partitioning_wildcards: wildcards === undefined || wildcards === null ? null : [...wildcards] };
           }),
@@ -108,7 +122,8 @@ async function addWorkQueueStream(jsm: JetStreamManager, source: StreamInfo, gro
  * ```
  */
 export async function createElastic(js: JetStreamClient, options: CreateElasticOptions): Promise<ElasticConsumerGroupConfig> {
-  assertValidGroupNames(options?.stream, options?.group);
+  optionsObject(options, "createElastic options", CREATE_ELASTIC_KEYS);
+  assertValidGroupNames(options.stream, options.group);
   const { stream, group } = options;
   const config = buildConfig(options);
   const jsm = await managerOf(js);

@@ -12,7 +12,7 @@ import { ELASTIC, openConfigBucket, readConfig } from "../nats/config-store.js";
 import { checkConsumeOptions, modeConsumerSettings, type ConsumeOptions } from "../nats/consume-options.js";
 import { elasticKeyExtractor, type SubjectKeyExtractor } from "../core/keys.js";
 import { describeModeConflict } from "../nats/consumer-mode.js";
-import { MIN_SERVER, managerOf, requireServer, streamInfo } from "../nats/context.js";
+import { MIN_SERVER, managerOf, requireServer, streamExists, streamInfo } from "../nats/context.js";
 import { startMember, type ConsumerGroupMember, type MemberDriver } from "../nats/member.js";
 import type { MemberSettings } from "../nats/member-types.js";
 import { ApiCode, apiErrorCode, isPermissionError, isTransientServerError, wrapServerError } from "../nats/server-errors.js";
@@ -20,11 +20,11 @@ import { configLayoutProblem, filtersForLayout, layoutMismatchError, readLayout,
 import { coversSettings, CreateGate, type ConsumerSeen } from "./create-gate.js";
 import { isReplacedCopy, type RepartitionRecord } from "../core/repartition.js";
 import { AutoJoinedMember } from "./auto-join/auto-member.js";
-import { AutoMembership } from "./auto-join/auto-join.js";
+import { AutoMembership, refuseAutoStart } from "./auto-join/auto-join.js";
 import { NatsLeasePort } from "./auto-join/nats-lease-port.js";
 import { defaultMemberName, resolveAutoJoin, type AutoJoinOptions } from "./auto-join/settings.js";
 import { AttemptLedger } from "./attempt-ledger.js";
-import { openLeaseBucket } from "./auto-join/lease-store.js";
+import { LEASE_BUCKET, openLeaseBucket } from "./auto-join/lease-store.js";
 import { answerPresence } from "./presence.js";
 import { connectionOf } from "../nats/client-seam.js";
 
@@ -297,7 +297,7 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
     throw new ConsumerGroupError("INVALID_NAME", "invalid member name: a member name is required (or pass autoJoin, which names the member after HOSTNAME)");
   }
   const withMember = options && typeof options === "object" && options.member === undefined && autoOption ? { ...options, member: defaultMemberName() } : options;
-  const checked = checkConsumeOptions(js, withMember as ConsumeOptions, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
+  const checked = checkConsumeOptions(js, withMember as ConsumeOptions, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`, "elasticConsume options", ["autoJoin"]);
   const auto = resolveAutoJoin(autoOption, checked.ackWaitMs);
   const template = options.consumerConfig ?? {};
   if (template.ack_policy !== undefined && template.ack_policy !== "explicit") {
@@ -330,6 +330,8 @@ export async function elasticConsume(js: JetStreamClient, options: ElasticConsum
     const driver = elasticDriver(stream, group, member, consumerTemplate, settings.ackWaitMs, () => true);
     return answeringPresence(js, await startMember(js, jsm, kv, driver, { stream, group, member }, current, settings, false), settings.dispatch.mode);
   }
+  // With no lease bucket the member cannot be registered: what start() would refuse is refused before the bucket is made.
+  if (!(await retryTransient(() => streamExists(jsm, `KV_${LEASE_BUCKET}`)))) refuseAutoStart(current.config, stream, group, member, auto.assignment, false);
   const replicas = (await retryTransient(() => streamInfo(jsm, `KV_${bucketName("elastic")}`, "the elastic config bucket", ""))).config.num_replicas;
   const leases = await retryTransient(() => openLeaseBucket(js, jsm, replicas));
   const port = new NatsLeasePort(js, leases, kv, stream, group, () => openLeaseBucket(js, jsm, replicas));

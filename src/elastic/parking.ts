@@ -6,6 +6,8 @@
 import type { NatsConnection } from "@nats-io/nats-core";
 import { assertValidGroupNames } from "../core/names.js";
 import { ConsumerGroupError } from "../core/errors.js";
+import { optionalTimerMs, optionsObject, quoted } from "../core/option-checks.js";
+import { isLiteralSubject } from "../nats/consume-options.js";
 import type { ParkedKey } from "../nats/dispatcher.js";
 import type { ReleaseOptions, ReleaseOutcome } from "../nats/member-types.js";
 import { isPermissionError } from "../nats/server-errors.js";
@@ -58,10 +60,14 @@ function askFailed(err: unknown, stream: string, group: string): ConsumerGroupEr
     : new ConsumerGroupError("SERVER_ERROR", `could not ask the group's instances on ${subject}: ${detail}`, { cause: err });
 }
 
-function waitOf(options: ParkingRequestOptions): number {
-  const waitMs = options.waitMs ?? PARKING_WAIT_MS;
-  if (!Number.isFinite(waitMs) || waitMs <= 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `waitMs must be a positive number of ms, got ${JSON.stringify(options.waitMs)}`);
-  return waitMs;
+/** The keys of {@link ParkingRequestOptions}. */
+const PARKING_KEYS: readonly string[] = Object.keys({ waitMs: true } satisfies Record<keyof ParkingRequestOptions, true>);
+/** The keys of {@link releaseParkedKey}'s options. */
+const RELEASE_KEYS: readonly string[] = [...PARKING_KEYS, ...Object.keys({ deadLetterSubject: true } satisfies Record<keyof ReleaseOptions, true>)];
+
+function waitOf(options: ParkingRequestOptions, what: string, keys: readonly string[]): number {
+  optionsObject(options, what, keys);
+  return optionalTimerMs(options.waitMs, "waitMs", PARKING_WAIT_MS);
 }
 
 /**
@@ -72,7 +78,7 @@ function waitOf(options: ParkingRequestOptions): number {
  */
 export async function listParkedKeys(nc: NatsConnection, stream: string, group: string, options: ParkingRequestOptions = {}): Promise<ListedParkedKey[]> {
   assertValidGroupNames(stream, group);
-  const answers = await ask(nc, stream, group, presenceRequestBody({ kind: "park_list" }), waitOf(options), () => false);
+  const answers = await ask(nc, stream, group, presenceRequestBody({ kind: "park_list" }), waitOf(options, "listParkedKeys options", PARKING_KEYS), () => false);
   const keys = answers.flatMap((a) => (Array.isArray(a.parked) ? a.parked.map((p) => ({ ...p, member: a.member })) : []));
   return keys.sort((x, y) => x.member.localeCompare(y.member) || x.seq - y.seq);
 }
@@ -93,8 +99,11 @@ export async function listParkedKeys(nc: NatsConnection, stream: string, group: 
  */
 export async function releaseParkedKey(nc: NatsConnection, stream: string, group: string, seq: number, options: ReleaseOptions & ParkingRequestOptions = {}): Promise<ReleaseOutcome> {
   assertValidGroupNames(stream, group);
-  if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a work-queue stream sequence (a whole number >= 1), got ${JSON.stringify(seq)}`);
-  const waitMs = waitOf(options);
+  if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a work-queue stream sequence (a whole number >= 1), got ${quoted(seq)}`);
+  const waitMs = waitOf(options, "releaseParkedKey options", RELEASE_KEYS);
+  if (options.deadLetterSubject !== undefined && !isLiteralSubject(options.deadLetterSubject)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${quoted(options.deadLetterSubject)}`);
+  }
   const body = presenceRequestBody({
     kind: "park_release",
     seq,

@@ -5,7 +5,7 @@ import type { ConsumerConfig, JetStreamClient } from "@nats-io/jetstream";
 import type { MeterProviderLike } from "./metrics.js";
 import { ConsumerGroupError } from "../core/errors.js";
 import { assertValidGroupNames } from "../core/names.js";
-import { MAX_TIMER_MS, optionalBoolean, optionalTimerMs, quoted } from "../core/option-checks.js";
+import { MAX_TIMER_MS, optionalBoolean, optionalFunction, optionalInteger, optionalTimerMs, optionsObject, quoted } from "../core/option-checks.js";
 import { effectiveAckWaitMs } from "../core/timing.js";
 import type { MessageHandler } from "./pinned-consumer.js";
 import type { MemberLifecycle, MemberSettings } from "./member-types.js";
@@ -152,34 +152,77 @@ export function modeConsumerSettings(options: ConsumeOptions, settings: MemberSe
 }
 
 function maxBufferedOf(options: ConsumeOptions, maxInFlight: number): number {
-  return options.maxBuffered ?? Math.max(256, 4 * maxInFlight);
+  return options.maxBuffered === undefined ? Math.max(256, 4 * maxInFlight) : options.maxBuffered;
 }
+
+/** Every key of {@link ConsumeOptions}: the record's type makes the compiler say when one is added or removed. */
+const CONSUME_OPTIONS: Record<keyof ConsumeOptions, true> = {
+  stream: true,
+  group: true,
+  member: true,
+  handler: true,
+  consumerConfig: true,
+  drainTimeoutMs: true,
+  pullBatch: true,
+  concurrency: true,
+  maxInFlight: true,
+  keyOf: true,
+  maxBuffered: true,
+  maxBufferedBytes: true,
+  maxParked: true,
+  retry: true,
+  nakBackoffMs: true,
+  deadLetterSubject: true,
+  handoff: true,
+  meterProvider: true,
+  onAssigned: true,
+  onRevoked: true,
+  onPinned: true,
+  onUnpinned: true,
+  onError: true,
+};
+
+/** The keys `staticConsume` takes (`elasticConsume` adds `autoJoin`). */
+export const CONSUME_OPTION_KEYS: readonly string[] = Object.keys(CONSUME_OPTIONS);
+
+/** The keys of the `retry` option. */
+const RETRY_KEYS: readonly string[] = Object.keys({ maxDeliver: true, backoffMs: true, exactAttempts: true } satisfies Record<keyof Exclude<ConsumeOptions["retry"], false | undefined>, true>);
 
 /**
  * Checks the options shared by both flavours and derives the instance settings.
  *
  * @throws ConsumerGroupError `INVALID_ARGUMENT`, `INVALID_NAME`, `INVALID_HANDLER`, `INVALID_CONSUMER_TEMPLATE`
  */
-export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions, defaultKeyOf: (msg: ConsumerGroupMessage) => string): MemberSettings {
-  if (!options || typeof options !== "object") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", "consume options must be an object with stream, group, member and handler");
+export function checkConsumeOptions(
+  js: JetStreamClient,
+  options: ConsumeOptions,
+  defaultKeyOf: (msg: ConsumerGroupMessage) => string,
+  what = "consume options",
+  extraKeys: readonly string[] = [],
+): MemberSettings {
+  if (!options || typeof options !== "object" || Array.isArray(options)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `consume options must be an object with stream, group, member and handler, got ${quoted(options)}`);
   }
+  optionsObject(options, what, [...CONSUME_OPTION_KEYS, ...extraKeys]);
   assertValidGroupNames(options.stream, options.group, options.member);
   if (typeof options.handler !== "function") {
     throw new ConsumerGroupError("INVALID_HANDLER", "a message handler must be provided: pass handler: async (msg) => { ... }");
+  }
+  if (options.consumerConfig !== undefined && (typeof options.consumerConfig !== "object" || options.consumerConfig === null || Array.isArray(options.consumerConfig))) {
+    throw new ConsumerGroupError("INVALID_CONSUMER_TEMPLATE", `consumerConfig must be a consumer config object (nats.js shape, snake_case), got ${quoted(options.consumerConfig)}`);
   }
   const template = options.consumerConfig ?? {};
   if (template.filter_subject !== undefined && template.filter_subject !== "") {
     throw new ConsumerGroupError(
       "INVALID_CONSUMER_TEMPLATE",
-      `the consumer template sets filter_subject "${template.filter_subject}", which clashes with the member's partition filters; remove it (use the group's filters instead)`,
+      `the consumer template sets filter_subject ${quoted(template.filter_subject)}, which clashes with the member's partition filters; remove it (use the group's filters instead)`,
     );
   }
   if (template.deliver_subject) {
     throw new ConsumerGroupError("INVALID_CONSUMER_TEMPLATE", "the consumer template sets deliver_subject: member consumers are pull consumers; remove it");
   }
-  if (template.ack_wait !== undefined && (!Number.isFinite(template.ack_wait) || template.ack_wait < 0)) {
-    throw new ConsumerGroupError("INVALID_CONSUMER_TEMPLATE", `the consumer template's ack_wait must be a non-negative number of nanoseconds, got ${String(template.ack_wait)}`);
+  if (template.ack_wait !== undefined && (typeof template.ack_wait !== "number" || !Number.isFinite(template.ack_wait) || template.ack_wait < 0)) {
+    throw new ConsumerGroupError("INVALID_CONSUMER_TEMPLATE", `the consumer template's ack_wait must be a non-negative number of nanoseconds, got ${quoted(template.ack_wait)}`);
   }
   const ackWaitMs = effectiveAckWaitMs(template.ack_wait);
   if (ackWaitMs > MAX_ACK_WAIT_MS) {
@@ -188,42 +231,42 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
       `the consumer template's ack_wait must be at most 7 days (${MAX_ACK_WAIT_MS * 1_000_000} ns): a member's timers run to twice it, and Node.js timers hold about 24.8 days; got ${String(template.ack_wait)} ns (a handler that runs longer keeps its message with msg.working())`,
     );
   }
-  const positive = (v: number | undefined, name: string, fallback: number): number => {
-    if (v === undefined) return fallback;
-    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a positive number, got ${quoted(v)}`);
-    return v;
-  };
   const concurrency = options.concurrency === undefined ? "serial" : options.concurrency;
   if (!["serial", "partition", "key"].includes(concurrency)) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `concurrency must be "serial", "partition" or "key", got ${quoted(concurrency)}`);
   }
-  const maxInFlight = concurrency === "serial" ? 1 : Math.floor(positive(options.maxInFlight, "maxInFlight", 16));
-  if (options.keyOf !== undefined && typeof options.keyOf !== "function") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", "keyOf must be a function (msg) => string");
+  // Checked in every mode, though only `partition` and `key` use it: a wrong value is a mistake wherever it is.
+  const givenInFlight = options.maxInFlight === undefined ? 16 : options.maxInFlight;
+  if (typeof givenInFlight !== "number" || !Number.isSafeInteger(givenInFlight) || givenInFlight < 1) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxInFlight must be a positive number, got ${quoted(options.maxInFlight)} (a whole number of handlers at once)`);
   }
+  const maxInFlight = concurrency === "serial" ? 1 : givenInFlight;
+  optionalFunction(options.keyOf, "keyOf", "a function (msg) => string");
   const maxBuffered = maxBufferedOf(options, maxInFlight);
-  if (!Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBuffered must be an integer >= maxInFlight (${maxInFlight}), got ${String(options.maxBuffered)}`);
-  }
-  const maxBufferedBytes = options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
-  if (!Number.isSafeInteger(maxBufferedBytes) || maxBufferedBytes < 1024) {
+  if (typeof maxBuffered !== "number" || !Number.isSafeInteger(maxBuffered) || maxBuffered < maxInFlight) {
     throw new ConsumerGroupError(
       "INVALID_ARGUMENT",
-      `maxBufferedBytes must be a whole number of bytes from 1024 to ${Number.MAX_SAFE_INTEGER}, got ${JSON.stringify(options.maxBufferedBytes)}`,
+      `maxBuffered must be a whole number of messages >= maxInFlight (${maxInFlight})${options.maxBuffered === undefined ? ` (its default, 4 × maxInFlight, is ${maxBuffered}: pass a smaller maxInFlight)` : ""}, got ${quoted(options.maxBuffered)}`,
     );
+  }
+  const maxBufferedBytes = options.maxBufferedBytes === undefined ? DEFAULT_MAX_BUFFERED_BYTES : options.maxBufferedBytes;
+  if (typeof maxBufferedBytes !== "number" || !Number.isSafeInteger(maxBufferedBytes) || maxBufferedBytes < 1024) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxBufferedBytes must be a whole number of bytes from 1024 to ${Number.MAX_SAFE_INTEGER}, got ${quoted(options.maxBufferedBytes)}`);
+  }
+  const provider: unknown = options.meterProvider;
+  if (provider !== undefined && (typeof provider !== "object" || provider === null || typeof (provider as { getMeter?: unknown }).getMeter !== "function")) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `meterProvider must be an OpenTelemetry MeterProvider (an object with getMeter()), got ${quoted(provider)}`);
   }
   const retry = retryPolicy(js, options, template, concurrency);
   const lifecycle: MemberLifecycle = {};
   for (const name of ["onAssigned", "onRevoked", "onPinned", "onUnpinned", "onError"] as const) {
-    const fn = options[name];
-    if (fn === undefined) continue;
-    if (typeof fn !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a function`);
-    Object.assign(lifecycle, { [name]: fn });
+    const fn = optionalFunction(options[name], name);
+    if (fn !== undefined) Object.assign(lifecycle, { [name]: fn });
   }
   const nakSteps = delaySteps(options.nakBackoffMs, "nakBackoffMs", [100, 500, 1000, 2000, 5000]);
-  const maxParked = options.maxParked ?? 4 * maxBuffered;
-  if (!Number.isSafeInteger(maxParked) || maxParked < 0) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxParked must be a whole number of messages >= 0 (0: no parking), got ${JSON.stringify(options.maxParked)}`);
+  const maxParked = options.maxParked === undefined ? 4 * maxBuffered : options.maxParked;
+  if (typeof maxParked !== "number" || !Number.isSafeInteger(maxParked) || maxParked < 0) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `maxParked must be a whole number of messages >= 0 (0: no parking), got ${quoted(options.maxParked)}`);
   }
   // Only a key that can block parks: with a dead-letter subject its message goes there instead.
   const parks = concurrency !== "serial" && retry !== undefined && retry.deadLetter === undefined && maxParked > 0;
@@ -236,10 +279,7 @@ export function checkConsumeOptions(js: JetStreamClient, options: ConsumeOptions
     ...(retry ? { retry } : {}),
     ...(parks ? { parking: { maxMessages: maxParked, maxBytes: maxBufferedBytes } } : {}),
   };
-  const pullBatch = options.pullBatch ?? (concurrency === "serial" ? 200 : Math.min(maxBuffered, 256));
-  if (!Number.isSafeInteger(pullBatch) || pullBatch < 1) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `pullBatch must be a whole number of messages >= 1, got ${JSON.stringify(options.pullBatch)}`);
-  }
+  const pullBatch = optionalInteger(options.pullBatch, "pullBatch", concurrency === "serial" ? 200 : Math.min(maxBuffered, 256), 1, Number.MAX_SAFE_INTEGER, "messages");
   return {
     handler: options.handler,
     ackWaitMs,
@@ -266,23 +306,24 @@ const MAX_ACK_WAIT_MS = 7 * 24 * 3600 * 1000;
 const DEFAULT_MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 
 function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Partial<ConsumerConfig>, mode: ConcurrencyMode): RetryPolicy | undefined {
-  const given = options.retry;
-  if (given !== undefined && given !== false && (typeof given !== "object" || given === null || Array.isArray(given))) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry must be false or an object { maxDeliver?, backoffMs?, exactAttempts? }, got ${quoted(given)}`);
+  const retry: unknown = options.retry;
+  if (retry !== undefined && retry !== false && (typeof retry !== "object" || retry === null || Array.isArray(retry))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry must be false or an object { maxDeliver?, backoffMs?, exactAttempts? }, got ${quoted(retry)}`);
   }
-  if (given === false || (given === undefined && mode === "serial" && options.deadLetterSubject === undefined)) return undefined;
-  const maxDeliver = given?.maxDeliver ?? (template.max_deliver !== undefined && template.max_deliver > 0 ? template.max_deliver : 5);
-  if (!Number.isSafeInteger(maxDeliver) || maxDeliver < 1) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.maxDeliver must be an integer >= 1, got ${String(maxDeliver)}`);
-  }
-  const steps = delaySteps(given?.backoffMs, "retry.backoffMs", [100, 500, 1000, 2000, 5000]);
-  const exact = given?.exactAttempts ?? false;
-  if (typeof exact !== "boolean") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.exactAttempts must be true or false, got ${quoted(exact)}`);
-  }
+  const given = retry === undefined || retry === false ? retry : optionsObject(retry, "retry", RETRY_KEYS);
   const subject = options.deadLetterSubject;
+  // Checked even when no retry policy uses it: a wrong subject is a mistake wherever it is.
   if (subject !== undefined && !isLiteralSubject(subject)) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${JSON.stringify(subject)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `deadLetterSubject must be a literal subject (no wildcards or spaces), got ${quoted(subject)}`);
+  }
+  const fields: Record<string, unknown> = given === undefined || given === false ? {} : given;
+  const exact = optionalBoolean(fields["exactAttempts"], "retry.exactAttempts", false);
+  const fromTemplate = typeof template.max_deliver === "number" && template.max_deliver > 0 ? template.max_deliver : 5;
+  const steps = delaySteps(fields["backoffMs"], "retry.backoffMs", [100, 500, 1000, 2000, 5000]);
+  if (given === false || (given === undefined && mode === "serial" && subject === undefined)) return undefined;
+  const maxDeliver = fields["maxDeliver"] === undefined ? fromTemplate : fields["maxDeliver"];
+  if (typeof maxDeliver !== "number" || !Number.isSafeInteger(maxDeliver) || maxDeliver < 1) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `retry.maxDeliver must be an integer >= 1, got ${quoted(maxDeliver)}`);
   }
   return {
     maxDeliver,
@@ -293,7 +334,7 @@ function retryPolicy(js: JetStreamClient, options: ConsumeOptions, template: Par
 }
 
 /** Whether `subject` can be a dead-letter subject: literal, no spaces. */
-function isLiteralSubject(subject: unknown): subject is string {
+export function isLiteralSubject(subject: unknown): subject is string {
   return typeof subject === "string" && subject !== "" && !/[\s*>]/.test(subject);
 }
 
@@ -321,11 +362,11 @@ export function deadLetterTarget(js: JetStreamClient, stream: string, group: str
 }
 
 /** A delay option (one number, or steps by attempt): checked, with its default. */
-function delaySteps(given: number | number[] | undefined, name: string, fallback: number[]): number[] {
+function delaySteps(given: unknown, name: string, fallback: number[]): number[] {
   if (given === undefined) return fallback;
-  const steps = Array.isArray(given) ? given : [given];
+  const steps: unknown[] = Array.isArray(given) ? given : [given];
   if (steps.length === 0 || steps.some((ms) => typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > MAX_TIMER_MS)) {
     throw new ConsumerGroupError("INVALID_ARGUMENT", `${name} must be a non-negative number of ms up to ${MAX_TIMER_MS} or a non-empty array of them, got ${quoted(given)}`);
   }
-  return steps;
+  return steps as number[];
 }

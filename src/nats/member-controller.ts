@@ -15,6 +15,10 @@ import type { ConsumeSession, ConfigWatch, MemberPort, RefreshResult } from "./m
 import type { PinnedConsumerEvents } from "./pinned-consumer.js";
 import { isTransientServerError, wrapServerError } from "./server-errors.js";
 import { StatusChannel } from "./status-channel.js";
+import { optionsObject, quoted } from "../core/option-checks.js";
+
+/** The keys of {@link ReleaseOptions}. */
+const RELEASE_KEYS: readonly string[] = Object.keys({ deadLetterSubject: true } satisfies Record<keyof ReleaseOptions, true>);
 
 /** Why an instance stopped. */
 export type StopReason =
@@ -187,8 +191,8 @@ export class MemberController<C> implements ConsumerGroupMember {
   }
 
   async releaseParkedKey(seq: number, options: ReleaseOptions = {}): Promise<ReleaseOutcome> {
-    if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a stream sequence (a whole number >= 1), got ${JSON.stringify(seq)}`);
-    const subject = options.deadLetterSubject;
+    if (!Number.isSafeInteger(seq) || seq < 1) throw new ConsumerGroupError("INVALID_ARGUMENT", `seq must be a stream sequence (a whole number >= 1), got ${quoted(seq)}`);
+    const subject = optionsObject(options, "releaseParkedKey options", RELEASE_KEYS)["deadLetterSubject"] as string | undefined;
     const action: ReleaseAction = subject === undefined ? { kind: "retry" } : { kind: "dead_letter", target: this.settings.deadLetterTo(subject) };
     const result = this.state.name === "consuming" ? await this.state.session.release(seq, action) : undefined;
     return { member: this.member, seq, action: action.kind, released: result !== undefined, ...(result !== undefined ? { result } : {}) };

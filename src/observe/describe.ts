@@ -7,6 +7,7 @@ import { staticLayoutProblem } from "../core/layout-checks.js";
 import type { ConsumerInfo, JetStreamClient } from "@nats-io/jetstream";
 import { elasticGetPartitionFilters, memberRoster, partitionAssignment, partitionOwners, staticMemberFilters } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
+import { optionalTimerMs, optionsObject, quoted } from "../core/option-checks.js";
 import { mapWithLimit } from "../core/parallel.js";
 import { PRIORITY_GROUP, assertValidGroupNames, configKey, consumerNameProblem, elasticConsumerName, staticConsumerName, workQueueStreamName } from "../core/names.js";
 import type { ElasticConsumerGroupConfig, GroupKind, StaticConsumerGroupConfig } from "../core/types.js";
@@ -121,6 +122,27 @@ export interface DescribeOptions {
   askInstancesMs?: number;
 }
 
+/** The keys of {@link DescribeOptions}. */
+const DESCRIBE_KEYS: readonly string[] = Object.keys({ stallAfterMs: true, previous: true, askInstancesMs: true } satisfies Record<keyof DescribeOptions, true>);
+
+/** The options' types and ranges, before anything is read. */
+function checkDescribeOptions(options: DescribeOptions): void {
+  optionsObject(options, "describeGroup options", DESCRIBE_KEYS);
+  const stall: unknown = options.stallAfterMs;
+  if (stall !== undefined && (typeof stall !== "number" || !Number.isFinite(stall) || stall < 0)) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `stallAfterMs must be a number of ms >= 0 (how long a partition with pending messages may go without a delivery), got ${quoted(stall)}`);
+  }
+  optionalTimerMs(options.askInstancesMs, "askInstancesMs", 1);
+  const previous: unknown = options.previous;
+  if (previous !== undefined && (typeof previous !== "object" || previous === null || Array.isArray(previous))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `previous must be an earlier describeGroup result, got ${quoted(previous)}`);
+  }
+  const lag = (previous as { sourceLag?: unknown } | undefined)?.sourceLag;
+  if (lag !== undefined && (typeof lag !== "number" || !Number.isFinite(lag))) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `previous.sourceLag must be a number of messages (previous must be an earlier describeGroup result), got ${quoted(lag)}`);
+  }
+}
+
 /** `last_active` is an RFC 3339 string on the wire, though nats.js types it as a number. */
 function isoOrUndefined(v: unknown): string | undefined {
   if (typeof v === "string" && v !== "" && !v.startsWith("0001-")) return new Date(v).toISOString();
@@ -150,6 +172,7 @@ type PriorityState = { priority_groups?: { group: string; pinned_client_id?: str
 export async function describeGroup(js: JetStreamClient, kind: GroupKind, stream: string, group: string, options: DescribeOptions = {}): Promise<GroupDescription> {
   if (kind !== "static" && kind !== "elastic") throw new ConsumerGroupError("INVALID_ARGUMENT", `kind must be "static" or "elastic", got ${JSON.stringify(kind)}`);
   assertValidGroupNames(stream, group);
+  checkDescribeOptions(options);
   // Asked first, so the instances' answers arrive while the server is read.
   const asked = kind === "elastic" && options.askInstancesMs !== undefined ? listParkedKeys(connectionOf(js), stream, group, { waitMs: options.askInstancesMs }).catch(() => undefined) : undefined;
   const jsm = await managerOf(js);

@@ -6,6 +6,7 @@
 import type { JetStreamClient, JetStreamManager, StreamInfo } from "@nats-io/jetstream";
 import { memberRoster, partitionOwners } from "../core/assignment.js";
 import { ConsumerGroupError } from "../core/errors.js";
+import { optionsObject, quoted } from "../core/option-checks.js";
 import { assertValidGroupNames, elasticConsumerName, workQueueStreamName } from "../core/names.js";
 import { mapWithLimit } from "../core/parallel.js";
 import { TRANSITION_TOKEN } from "../core/repartition.js";
@@ -179,18 +180,26 @@ interface ResolvedOptions {
 
 const positive = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v) && v > 0;
 
+/** The keys of {@link GroupLagOptions}. */
+const LAG_KEYS: readonly string[] = Object.keys({ targetDrainMs: true, ratePerMember: true, sampleMs: true, previous: true, signal: true } satisfies Record<keyof GroupLagOptions, true>);
+
 function resolveOptions(stream: string, group: string, options: GroupLagOptions): ResolvedOptions {
-  if (typeof options !== "object" || options === null) throw new ConsumerGroupError("INVALID_ARGUMENT", "the options of groupLag must be an object, e.g. { targetDrainMs: 60_000 }");
+  optionsObject(options, "groupLag options (e.g. { targetDrainMs: 60_000 })", LAG_KEYS);
   const { targetDrainMs = DEFAULT_TARGET_DRAIN_MS, ratePerMember, sampleMs = DEFAULT_LAG_SAMPLE_MS, previous, signal } = options;
-  if (!positive(targetDrainMs)) throw new ConsumerGroupError("INVALID_ARGUMENT", `targetDrainMs must be a positive number of milliseconds (how fast the backlog should drain), got ${String(targetDrainMs)}`);
+  if (!positive(targetDrainMs)) throw new ConsumerGroupError("INVALID_ARGUMENT", `targetDrainMs must be a positive number of milliseconds (how fast the backlog should drain), got ${quoted(targetDrainMs)}`);
   if (ratePerMember !== undefined && !positive(ratePerMember)) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `ratePerMember must be a positive number of messages per second one member handles (or absent, to measure it), got ${String(ratePerMember)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `ratePerMember must be a positive number of messages per second one member handles (or absent, to measure it), got ${quoted(ratePerMember)}`);
   }
   if (typeof sampleMs !== "number" || !Number.isFinite(sampleMs) || sampleMs < 0 || sampleMs > MAX_LAG_SAMPLE_MS) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `sampleMs must be a number of milliseconds from 0 (no measurement) to ${MAX_LAG_SAMPLE_MS}, got ${String(sampleMs)}`);
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `sampleMs must be a number of milliseconds from 0 (no measurement) to ${MAX_LAG_SAMPLE_MS}, got ${quoted(sampleMs)}`);
   }
-  if (previous !== undefined && (previous.stream !== stream || previous.group !== group || typeof previous.sample?.atMs !== "number")) {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", `previous must be an earlier groupLag result of ${stream}.${group}, got one of ${String(previous?.stream)}.${String(previous?.group)}`);
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new ConsumerGroupError("INVALID_ARGUMENT", `signal must be an AbortSignal, got ${quoted(signal)}`);
+  const earlier: unknown = previous;
+  if (
+    earlier !== undefined &&
+    (typeof earlier !== "object" || earlier === null || previous?.stream !== stream || previous.group !== group || typeof (previous.sample as unknown) !== "object" || previous.sample === null || typeof previous.sample.atMs !== "number")
+  ) {
+    throw new ConsumerGroupError("INVALID_ARGUMENT", `previous must be an earlier groupLag result of ${stream}.${group}, got ${quoted(earlier)}`);
   }
   return { targetDrainMs, ratePerMember, sampleMs, previous, signal };
 }

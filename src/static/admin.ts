@@ -13,6 +13,7 @@ import { parsePartitionTransform } from "../core/transform.js";
 import type { MemberMapping, StaticConsumerGroupConfig } from "../core/types.js";
 import { validateStaticConfig } from "../core/validation.js";
 import { checkMembersAndMappings } from "../core/arguments.js";
+import { optionalFunction, optionsObject } from "../core/option-checks.js";
 import { STATIC, createConfig, deleteConfig, ensureConfigBucket, listGroupNames, openConfigBucket, readConfig, readConfigIfAny, readConfigUnchecked } from "../nats/config-store.js";
 import { MIN_SERVER, consumerNames, managerOf, requireServer, streamInfo, unpinMember } from "../nats/context.js";
 import { ApiCode, apiErrorCode, wrapServerError } from "../nats/server-errors.js";
@@ -34,6 +35,17 @@ export interface CreateStaticOptions {
   /** Receives warnings (e.g. no partition transform on the stream). Default: `process.emitWarning`. */
   onWarning?: (message: string) => void;
 }
+
+/** The keys of {@link CreateStaticOptions}. */
+const CREATE_STATIC_KEYS: readonly string[] = Object.keys({
+  stream: true,
+  group: true,
+  maxMembers: true,
+  filters: true,
+  members: true,
+  memberMappings: true,
+  onWarning: true,
+} satisfies Record<keyof CreateStaticOptions, true>);
 
 const NO_TRANSFORM_WARNING =
   "has no {{partition(...)}} subject transform: the first token of every stored subject must be the partition number, " +
@@ -57,10 +69,9 @@ const NO_TRANSFORM_WARNING =
  * ```
  */
 export async function createStatic(js: JetStreamClient, options: CreateStaticOptions): Promise<StaticConsumerGroupConfig> {
-  if (!options || typeof options !== "object") {
-    throw new ConsumerGroupError("INVALID_ARGUMENT", "createStatic options must be an object: { stream, group, maxMembers, members | memberMappings }");
-  }
+  optionsObject(options, "createStatic options", CREATE_STATIC_KEYS);
   const { stream, group, maxMembers, filters, members, memberMappings } = options;
+  optionalFunction(options.onWarning, "onWarning", "a function (message: string) => void");
   assertValidGroupNames(stream, group);
   if (filters !== undefined && !Array.isArray(filters)) throw new ConsumerGroupError("INVALID_ARGUMENT", "filters must be an array of subject filters");
   filters?.forEach((f) => parseFilter(f));

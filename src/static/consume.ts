@@ -104,7 +104,8 @@ export async function staticConsume(js: JetStreamClient, options: ConsumeOptions
       "autoJoin is for elastic groups: a static group's membership is fixed when it is created; use an elastic group (createElastic + elasticConsume with autoJoin), or list the members at createStatic",
     );
   }
-  const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`);
+  // `autoJoin: false` is let through: one options object may serve both flavours.
+  const settings = checkConsumeOptions(js, options, (msg) => keys.extract?.(msg.subject) ?? `#${msg.partition}`, "staticConsume options", ["autoJoin"]);
   const { stream, group, member } = options;
   const jsm = await managerOf(js);
   requireServer(js, MIN_SERVER, "static consumer groups (priority groups with pinned_client)");

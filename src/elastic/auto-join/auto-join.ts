@@ -8,7 +8,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { isAutoMember, listedMembers, planLeave, planMembership, type AutoView } from "../../core/auto-membership.js";
+import { isAutoMember, listedMembers, planLeave, planMembership, type AssignmentPolicy, type AutoView } from "../../core/auto-membership.js";
 import { ConsumerGroupError } from "../../core/errors.js";
 import type { ElasticConsumerGroupConfig } from "../../core/types.js";
 import type { MemberStatus } from "../../nats/member-types.js";
@@ -153,15 +153,7 @@ export class AutoMembership {
    */
   async start(config: ElasticConsumerGroupConfig): Promise<void> {
     const registration = await this.port.registration(this.member);
-    if (listedMembers(config).includes(this.member) && registration?.present !== true) {
-      throw new ConsumerGroupError(
-        "MEMBER_NOT_AUTO",
-        `member "${this.member}" of ${this.stream}.${this.group} was added by hand (or by Go, or the CLI), not by auto-join: auto instances never change such members; run it without autoJoin, or give the auto instances another member name`,
-      );
-    }
-    // The plan must be possible with this config (manual members in the other mode make it
-    // impossible), checked before the policy is written, so a refused instance leaves nothing behind.
-    planMembership(config, { registered: new Set([this.member]), live: new Set([this.member]) }, this.settings.assignment);
+    refuseAutoStart(config, this.stream, this.group, this.member, this.settings.assignment, registration?.present === true);
     await this.ensurePolicy();
     // The lease first and renewed from then on: a start slower than the TTL must not lose it, and a
     // registration is never seen without its lease (a peer would take it for a member that left).
@@ -524,4 +516,23 @@ export class AutoMembership {
       if (!(err instanceof ConsumerGroupError && err.code === "GROUP_NOT_FOUND")) this.hooks?.reportError(wrapServerError(err, `removing the lease of member "${this.member}"`), 0);
     }
   }
+}
+
+/**
+ * The refusals of an auto instance's start that only need the config: a member added by
+ * hand, or a policy this config makes impossible (manual members in the other mode).
+ * Checked before anything is written, so a refused instance leaves nothing behind; an
+ * instance that finds no lease bucket checks them before it creates one.
+ *
+ * @param registered - whether the member is registered as an auto member
+ * @throws ConsumerGroupError `MEMBER_NOT_AUTO`, `ASSIGNMENT_CONFLICT`
+ */
+export function refuseAutoStart(config: ElasticConsumerGroupConfig, stream: string, group: string, member: string, assignment: AssignmentPolicy, registered: boolean): void {
+  if (listedMembers(config).includes(member) && !registered) {
+    throw new ConsumerGroupError(
+      "MEMBER_NOT_AUTO",
+      `member "${member}" of ${stream}.${group} was added by hand (or by Go, or the CLI), not by auto-join: auto instances never change such members; run it without autoJoin, or give the auto instances another member name`,
+    );
+  }
+  planMembership(config, { registered: new Set([member]), live: new Set([member]) }, assignment);
 }

@@ -29,7 +29,7 @@ import type { ConsumerInfo, JetStreamClient, JetStreamManager, StreamInfo } from
 import { partitionAssignment } from "../../core/assignment.js";
 import { ConsumerGroupError } from "../../core/errors.js";
 import { assertPartitionCount } from "../../core/limits.js";
-import { optionalBoolean, optionalTimerMs, quoted } from "../../core/option-checks.js";
+import { optionalBoolean, optionalTimerMs, optionsObject, quoted } from "../../core/option-checks.js";
 import { PRIORITY_GROUP, assertValidGroupNames, configKey, sourceTransforms, workQueueStreamName } from "../../core/names.js";
 import { REPARTITION_METADATA_KEY, SWITCH_PAUSE_METADATA_KEY, TRANSITION_TOKEN, growMappings, transitionTransforms, type RepartitionRecord } from "../../core/repartition.js";
 import type { ElasticConsumerGroupConfig } from "../../core/types.js";
@@ -189,9 +189,12 @@ export function isRetryableRepartitionError(err: unknown): boolean {
   return false;
 }
 
+/** The keys of {@link RepartitionOptions}. */
+const REPARTITION_KEYS: readonly string[] = Object.keys({ onProgress: true, force: true, pollMs: true, signal: true, onRetry: true } satisfies Record<keyof RepartitionOptions, true>);
+
 /** The options' types: a `force` that is not a boolean must not count as one. */
 function checkRepartitionOptions(options: RepartitionOptions): void {
-  if (typeof options !== "object" || options === null) throw new ConsumerGroupError("INVALID_ARGUMENT", `repartition options must be an object, got ${quoted(options)}`);
+  optionsObject(options, "repartition options", REPARTITION_KEYS);
   optionalBoolean(options.force, "force", false);
   optionalTimerMs(options.pollMs, "pollMs", 250);
   if (options.onProgress !== undefined && typeof options.onProgress !== "function") throw new ConsumerGroupError("INVALID_ARGUMENT", `onProgress must be a function, got ${quoted(options.onProgress)}`);
