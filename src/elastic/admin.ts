@@ -104,9 +104,10 @@ async function addWorkQueueStream(jsm: JetStreamManager, source: StreamInfo, gro
 /**
  * Creates an elastic group: its config in the `elastic-consumer-groups` bucket and
  * its work-queue stream, both exactly as Go creates them. Everything is checked
- * before anything is written, and a failed stream creation removes the config it
- * had just written (Go leaves it behind). A new group starts with no members and
- * processes the source stream's whole history.
+ * before anything is written, and the work-queue stream is made before the config
+ * (Go writes the config first and leaves it behind when the server refuses the
+ * stream): a refused call leaves no config, no delete marker and no stream. A new
+ * group starts with no members and processes the source stream's whole history.
  *
  * @returns the stored config
  * @throws ConsumerGroupError `INVALID_NAME`, validation codes (`OVERLAPPING_FILTERS` among them), `STREAM_NOT_FOUND`,
@@ -132,41 +133,55 @@ export async function createElastic(js: JetStreamClient, options: CreateElasticO
   const source = await streamInfo(jsm, stream, "the elastic consumer group's source stream", "create the stream first");
   const wqName = workQueueStreamName(stream, group);
   const wqExisted = await streamExists(jsm, wqName);
-  const kv = await ensureConfigBucket(js, jsm, "elastic", source.config.num_replicas);
-  const existing = await readConfigIfAny(kv, ELASTIC, stream, group);
-  if (existing && !sameElasticSettings(existing.config, config)) {
-    throw new ConsumerGroupError(
-      "CONFIG_IMMUTABLE",
-      "the existing elastic consumer group config can not be updated to the requested one, please delete the existing elastic consumer group and create a new one",
-    );
+  const existingKv = await openConfigBucket(js, jsm, "elastic").catch((err: unknown) => {
+    if (err instanceof ConsumerGroupError && err.code === "BUCKET_NOT_FOUND") return undefined;
+    throw err;
+  });
+  const existing = existingKv ? await readConfigIfAny(existingKv, ELASTIC, stream, group) : undefined;
+  if (existing && !sameElasticSettings(existing.config, config)) throw immutable();
+  if (existing) {
+    // An existing work-queue stream must match; the server says whether it does.
+    if (wqExisted) await addWorkQueueStream(jsm, source, group, existing.config);
+    return existing.config;
   }
-  // An existing work-queue stream must match before the config is written; the server says whether it does.
-  if (wqExisted) await addWorkQueueStream(jsm, source, group, existing?.config ?? config);
-  if (existing) return existing.config;
-  const revision = await createConfig(kv, ELASTIC, stream, group, config);
+  // The work-queue stream comes first: a stream the server refuses (a byte cap over the account's
+  // storage, a name in use with other settings) then leaves nothing behind, not even a delete marker
+  // in the config's history. A stream this call made is deleted again when the config is not written.
+  await addWorkQueueStream(jsm, source, group, config);
+  let revision: number | undefined;
+  let kv: KV;
+  try {
+    kv = existingKv ?? (await ensureConfigBucket(js, jsm, "elastic", source.config.num_replicas));
+    revision = await createConfig(kv, ELASTIC, stream, group, config);
+  } catch (err) {
+    if (!wqExisted) await deleteCreatedStream(jsm, wqName);
+    throw err;
+  }
   if (revision === undefined) {
     const raced = await readConfig(kv, ELASTIC, stream, group);
     if (!sameElasticSettings(raced.config, config)) {
-      throw new ConsumerGroupError("CONFIG_IMMUTABLE", "the existing elastic consumer group config can not be updated to the requested one, please delete the existing elastic consumer group and create a new one");
+      // Another client wrote other settings meanwhile: its group, whose stream is not the one made here.
+      if (!wqExisted) await deleteCreatedStream(jsm, wqName);
+      throw immutable();
     }
     return raced.config;
-  }
-  if (!wqExisted) {
-    try {
-      await addWorkQueueStream(jsm, source, group, config);
-    } catch (err) {
-      await rollbackConfig(kv, stream, group, revision);
-      throw err;
-    }
   }
   return config;
 }
 
-async function rollbackConfig(kv: KV, stream: string, group: string, revision: number): Promise<void> {
+function immutable(): ConsumerGroupError {
+  return new ConsumerGroupError(
+    "CONFIG_IMMUTABLE",
+    "the existing elastic consumer group config can not be updated to the requested one, please delete the existing elastic consumer group and create a new one",
+  );
+}
+
+/** Deletes the work-queue stream this call created, when its config could not be written. */
+async function deleteCreatedStream(jsm: JetStreamManager, name: string): Promise<void> {
   try {
-    await kv.delete(`${stream}.${group}`, { previousSeq: revision });
+    await jsm.streams.delete(name);
   } catch {
-    // someone else changed it meanwhile: theirs to keep
+    // already gone, or unreachable: deleteElastic removes a stream left without a config
   }
 }
 

@@ -8,6 +8,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { StreamConfig } from "@nats-io/jetstream";
 import {
+  ConsumerGroupError,
   addMembers,
   createElastic,
   deleteElastic,
@@ -24,6 +25,7 @@ import {
 } from "../../src/index.js";
 import { startEnv, uniqueName, type TestEnv } from "../helpers/nats.js";
 import { rawElasticConfig, rejectsWithCode } from "../helpers/elastic-util.js";
+import { fullState, stateChanges } from "../helpers/fuzz.js";
 
 describe("elastic - admin", () => {
   let env: TestEnv;
@@ -348,6 +350,38 @@ describe("elastic - admin", () => {
     await unchanged(before);
 
     await deleteElastic(env.js, stream, "g");
+    await env.jsm.streams.delete(stream);
+  });
+  test("elastic - a work-queue stream the server refuses leaves no config, no delete marker and no stream behind", async () => {
+    const stream = uniqueName("refused");
+    await env.jsm.streams.add({ name: stream, subjects: [`${stream}.>`] });
+    const pfs = [{ filter: `${stream}.*`, partitioning_wildcards: [1] }];
+    // A key with history: a group created and deleted before (its delete marker is the key's last revision).
+    await createElastic(env.js, { stream, group: "again", maxMembers: 2, partitioningFilters: pfs });
+    await deleteElastic(env.js, stream, "again");
+    // A stream of the work queue's name with other settings.
+    await env.jsm.streams.add({ name: `${stream}-taken`, subjects: [`${stream}-taken.x`] });
+    // The test server holds 8 GB of file storage: a byte cap past it is refused when the stream is made.
+    const overStorage = 2 ** 40;
+    const cases: [string, Record<string, unknown>, string, RegExp][] = [
+      ["fresh", { maxBufferedBytes: overStorage }, "SERVER_ERROR", /insufficient storage/],
+      ["again", { maxBufferedBytes: overStorage }, "SERVER_ERROR", /insufficient storage/],
+      ["taken", {}, "CONFIG_CONFLICT", /already exists with a different configuration/],
+    ];
+    for (const [group, extra, code, message] of cases) {
+      const before = await fullState(env.jsm);
+      const err = await createElastic(env.js, { stream, group, maxMembers: 2, partitioningFilters: pfs, ...extra }).then(
+        () => assert.fail(`${group}: createElastic should have been refused`),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof ConsumerGroupError && err.code === code && message.test(err.message), `${group}: expected ${code}, got ${String(err)}`);
+      assert.deepEqual(stateChanges(before, await fullState(env.jsm)), [], `${group}: the refused call changed the server`);
+    }
+    // The server's limit is its storage: the same cap within it is taken.
+    await createElastic(env.js, { stream, group: "fits", maxMembers: 2, partitioningFilters: pfs, maxBufferedBytes: 2 ** 31 });
+    assert.equal((await wqConfig(stream, "fits")).max_bytes, 2 ** 31);
+    await deleteElastic(env.js, stream, "fits");
+    await env.jsm.streams.delete(`${stream}-taken`);
     await env.jsm.streams.delete(stream);
   });
 });
