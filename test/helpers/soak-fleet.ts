@@ -170,8 +170,11 @@ export class SoakFleet {
   /** kill -9 of an instance; resolves once it exited. */
   async kill(inst: SoakInstance): Promise<void> {
     if (!inst.alive()) return;
-    this.kills.set(inst.pid, now());
+    // The time is read after the signal is sent: read before it, a harness descheduled between
+    // the two (24 ms once, two burners beside a fleet) recorded a kill the child then outlived,
+    // starting runs "after its death". After kill(2) returns the child runs no more user code.
     inst.child.kill("SIGKILL");
+    this.kills.set(inst.pid, now());
     await inst.exited;
   }
 
@@ -202,13 +205,15 @@ export class SoakFleet {
    */
   async pause(inst: SoakInstance, ms: number): Promise<void> {
     if (!inst.alive() || this.paused.has(inst.pid)) return;
-    const from = now();
     this.paused.add(inst.pid);
+    // Read after SIGSTOP is sent and before SIGCONT is, so the recorded pause lies inside the real one (see kill()).
     inst.child.kill("SIGSTOP");
+    const from = now();
     await Promise.race([new Promise((r) => setTimeout(r, ms)), inst.exited]);
     this.paused.delete(inst.pid);
+    const to = now();
     if (inst.alive()) inst.child.kill("SIGCONT");
-    this.pauses.push({ pid: inst.pid, from, to: now() });
+    this.pauses.push({ pid: inst.pid, from, to });
   }
 
   /** Whether the instance's link can be held or slowed (it goes through a proxy, and none of that is under way). */
