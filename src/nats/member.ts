@@ -279,7 +279,10 @@ class NatsMemberPort<C> implements MemberPort<C> {
     const statuses = connectionStatus(connectionOf(this.js));
     this.statusWatch = statuses;
     const { consumerStream, consumerName } = this.driver;
-    const silent = [`$JS.API.CONSUMER.MSG.NEXT.${consumerStream}.${consumerName}`, `$JS.ACK.${consumerStream}.${consumerName}.`, `$JS.FC.KV_${bucketName(this.driver.kind)}.`];
+    // The server that holds a JetStream domain maps `$JS.<domain>.API` to `$JS.API` before it checks
+    // permissions, so its violations name `$JS.API`; a server that forwards the prefix (a leaf) names the prefix.
+    const pulls = [...new Set(["$JS.API", apiPrefix(this.js)])].map((prefix) => `${prefix}.CONSUMER.MSG.NEXT.${consumerStream}.${consumerName}`);
+    const silent = [...pulls, `$JS.ACK.${consumerStream}.${consumerName}.`, `$JS.FC.KV_${bucketName(this.driver.kind)}.`];
     void (async () => {
       try {
         for await (const s of statuses) {
